@@ -1,0 +1,76 @@
+# rocketpy developer and operator entry points. Every target installs what it needs into ./.venv.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST := $(PY) -m pytest
+# Fast suite: unit, golden, integration and process tests; chaos, spark, slow, interop have their own targets.
+FAST_MARKERS := not chaos and not spark and not slow and not interop
+
+.PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
+        test-interop test-uvloop cluster cluster-stop bench bench-namesrv clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+fmt: $(STAMP)
+	$(PY) -m ruff format rocketpy tests analytics
+	$(PY) -m ruff check --fix rocketpy tests analytics
+
+lint: $(STAMP)
+	$(PY) -m ruff format --check rocketpy tests analytics
+	$(PY) -m ruff check rocketpy tests analytics
+
+type: $(STAMP)
+	$(PY) -m mypy
+
+imports: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+check: lint type imports test
+
+test: $(STAMP)
+	$(PYTEST) -m "$(FAST_MARKERS)"
+
+test-unit: $(STAMP)
+	$(PYTEST) tests/unit tests/golden
+
+test-int: $(STAMP)
+	$(PYTEST) tests/integration
+
+test-process: $(STAMP)
+	$(PYTEST) tests/process
+
+test-uvloop: $(STAMP)
+	ROCKETPY_TEST_UVLOOP=1 $(PYTEST) -m "$(FAST_MARKERS)"
+
+test-chaos: $(STAMP)
+	$(PYTEST) -m chaos --timeout=3600
+
+test-spark: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,analytics]'
+	$(PYTEST) -m spark --timeout=1800
+
+test-interop: $(STAMP)
+	$(PYTEST) -m interop --timeout=600
+
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+cluster: $(STAMP)
+	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)"
+
+cluster-stop: $(STAMP)
+	$(PY) -m rocketpy.tools.cluster stop --dir "$(CLUSTER_DIR)"
+
+bench-namesrv: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_namesrv
+
+bench: bench-namesrv
+
+clean:
+	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info

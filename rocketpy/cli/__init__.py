@@ -1,0 +1,1 @@
+"""rocketpy.cli."""

@@ -1,0 +1,114 @@
+"""Logging set-up: structlog over stdlib logging, readable console, JSON lines in files.
+
+Owns: the one place handlers are configured (called once from ``cli/``). Console output goes to
+stderr in structlog's readable format; each daemon also writes JSON lines to
+``<log_dir>/<name>.log`` (default ``~/logs/rocketmqlogs/``, as upstream's logback files) through a
+queue listener thread, so the event loop never waits on a log file. Must not: be called from library
+code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import logging.handlers
+import queue
+import sys
+from pathlib import Path
+
+import structlog
+
+DEFAULT_LOG_DIR = Path.home() / "logs" / "rocketmqlogs"
+
+_listener: logging.handlers.QueueListener | None = None
+
+
+def _shared_processors() -> list[structlog.types.Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=False),
+    ]
+
+
+def setup_logging(
+    name: str,
+    *,
+    log_dir: Path | None = None,
+    level: str = "INFO",
+    console: bool = True,
+    max_bytes: int = 128 * 1024 * 1024,
+    backup_count: int = 10,
+) -> Path:
+    """Configure structlog and stdlib logging for one daemon process.
+
+    Args:
+        name: file stem, e.g. ``namesrv`` -> ``namesrv.log``.
+        log_dir: directory for the JSON-lines file; created if missing.
+        level: minimum level name.
+        console: also log readable lines to stderr.
+        max_bytes: rotate the file at this size.
+        backup_count: rotated files kept.
+
+    Returns:
+        The path of the JSON-lines log file.
+    """
+    global _listener  # noqa: PLW0603 - one listener per process, owned here
+    directory = log_dir if log_dir is not None else DEFAULT_LOG_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.log"
+    shared = _shared_processors()
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    file_handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8"
+    )
+    file_handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+            foreign_pre_chain=shared,
+        )
+    )
+    handlers: list[logging.Handler] = [file_handler]
+    if console:
+        console_handler = logging.StreamHandler(sys.stderr)
+        console_handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.dev.ConsoleRenderer(colors=False),
+                ],
+                foreign_pre_chain=shared,
+            )
+        )
+        handlers.append(console_handler)
+    q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    root = logging.getLogger()
+    root.handlers.clear()
+    root.addHandler(logging.handlers.QueueHandler(q))
+    root.setLevel(level.upper())
+    if _listener is not None:
+        _listener.stop()
+    _listener = logging.handlers.QueueListener(q, *handlers, respect_handler_level=False)
+    _listener.start()
+    atexit.register(shutdown_logging)
+    return path
+
+
+def shutdown_logging() -> None:
+    """Drain the queue and close the handlers (idempotent)."""
+    global _listener  # noqa: PLW0603
+    if _listener is not None:
+        _listener.stop()
+        for handler in _listener.handlers:
+            handler.close()
+        _listener = None

@@ -1,0 +1,1 @@
+"""rocketpy.controller.state."""
