@@ -65,13 +65,6 @@ class RequestContext:
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
-class MissingHeaderField(CodecError):
-    """A mandatory custom header field is absent: answered with SYSTEM_ERROR naming the field."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"the custom field <{name}> is null", field=name)
-
-
 class ProcessorRegistry:
     """Request code -> processor; an optional default processor handles the rest."""
 

@@ -1,0 +1,140 @@
+"""Typed custom headers and their one conversion to and from ``extFields``.
+
+Owns: :func:`wire` (declares a header field's upstream name and whether it is mandatory),
+:func:`to_ext` and :func:`from_ext`. Mirrors ``RemotingCommand.makeCustomHeaderToNet`` and
+``decodeCommandCustomHeader`` (spec remoting.md section 4): values travel as strings; integers in
+decimal; booleans ``true``/``false`` (decoding as Java's ``Boolean.parseBoolean``); ``None`` fields
+are omitted. Project rule: a missing mandatory field raises :class:`MissingHeaderField` (answered as
+SYSTEM_ERROR naming the field); a value that does not parse raises :class:`CodecError` naming it.
+
+A header is a frozen, slotted, keyword-only dataclass whose fields are declared with :func:`wire`::
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class GetRouteInfoRequestHeader:
+        topic: str = wire("topic")                                  # mandatory
+        accept_standard_json_only: bool | None = wire("acceptStandardJsonOnly", default=None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar, Union
+
+from rocketpy.common.errors import CodecError
+
+_MISSING: Final = dataclasses.MISSING
+T = TypeVar("T")
+
+
+class MissingHeaderField(CodecError):
+    """A mandatory custom header field is absent (upstream: "the custom field <x> is null")."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the custom field <{name}> is null", field=name)
+
+
+def wire(name: str, *, default: Any = _MISSING) -> Any:
+    """Declare a header field: ``name`` is the upstream Java field name (the extFields key).
+
+    Args:
+        name: extFields key.
+        default: the value when absent; no default makes the field mandatory.
+    """
+    return dataclasses.field(default=default, metadata={"wire": name})
+
+
+def _parse_bool(text: str) -> bool:
+    return text.strip().lower() == "true"
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_float(text: str) -> float:
+    return float(text.strip())
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+_PARSERS: Final[dict[type, Callable[[str], Any]]] = {
+    bool: _parse_bool,
+    int: _parse_int,
+    float: _parse_float,
+    str: _identity,
+}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _base_type(hint: Any) -> type:
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return _base_type(args[0])
+    if isinstance(hint, type) and hint in _PARSERS:
+        return hint
+    raise TypeError(f"unsupported header field type {hint!r}")
+
+
+_Spec = tuple[str, str, Callable[[str], Any], bool]  # attr, wire name, parser, mandatory
+_SPECS: dict[type, tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type) -> tuple[_Spec, ...]:
+    cached = _SPECS.get(cls)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(cls)
+    out: list[_Spec] = []
+    for f in dataclasses.fields(cls):
+        name = f.metadata.get("wire")
+        if name is None:
+            continue
+        mandatory = f.default is _MISSING and f.default_factory is _MISSING
+        out.append((f.name, name, _PARSERS[_base_type(hints[f.name])], mandatory))
+    specs = tuple(out)
+    _SPECS[cls] = specs
+    return specs
+
+
+def to_ext(header: object) -> dict[str, str]:
+    """The ``extFields`` of a typed header: every non-None field as a string."""
+    ext: dict[str, str] = {}
+    for attr, name, _parser, _mandatory in _specs(type(header)):
+        value = getattr(header, attr)
+        if value is not None:
+            ext[name] = _render(value)
+    return ext
+
+
+def from_ext(cls: type[T], ext: Mapping[str, str] | None) -> T:
+    """Decode ``ext`` into a typed header of class ``cls``.
+
+    Raises:
+        MissingHeaderField: a mandatory field is absent.
+        CodecError: a present value does not parse as the field's type.
+    """
+    fields = ext or {}
+    kwargs: dict[str, Any] = {}
+    for attr, name, parser, mandatory in _specs(cls):
+        raw = fields.get(name)
+        if raw is None:
+            if mandatory:
+                raise MissingHeaderField(name)
+            continue
+        try:
+            kwargs[attr] = parser(raw)
+        except ValueError as e:
+            raise CodecError(f"bad value {raw!r} for header field", field=name) from e
+    return cls(**kwargs)

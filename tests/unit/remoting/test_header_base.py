@@ -1,0 +1,45 @@
+"""Typed header <-> extFields conversion (remoting.md section 4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from rocketpy.common.errors import CodecError
+from rocketpy.remoting.protocol.headers.base import MissingHeaderField, from_ext, to_ext, wire
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Header:
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    broker_id: int | None = wire("brokerId", default=None)
+    compressed: bool = wire("compressed", default=False)
+
+
+def test_header_to_ext_renders_java_strings() -> None:
+    """Ints in decimal, booleans lowercase, None omitted."""
+    h = _Header(topic="T", queue_id=3, compressed=True)
+    assert to_ext(h) == {"topic": "T", "queueId": "3", "compressed": "true"}
+
+
+def test_header_from_ext_parses_like_java() -> None:
+    """Boolean.parseBoolean semantics; optional fields keep defaults when absent."""
+    h = from_ext(_Header, {"topic": "T", "queueId": " 7", "compressed": "TRUE", "extra": "x"})
+    assert h == _Header(topic="T", queue_id=7, compressed=True)
+    assert (
+        from_ext(_Header, {"topic": "T", "queueId": "1", "compressed": "yes"}).compressed is False
+    )
+
+
+def test_header_missing_mandatory_field_names_it() -> None:
+    """A missing mandatory field raises MissingHeaderField with upstream's phrase."""
+    with pytest.raises(MissingHeaderField, match="the custom field <queueId> is null"):
+        from_ext(_Header, {"topic": "T"})
+
+
+def test_header_bad_number_names_field() -> None:
+    """A non-numeric int field raises CodecError naming the field."""
+    with pytest.raises(CodecError, match="field=brokerId"):
+        from_ext(_Header, {"topic": "T", "queueId": "1", "brokerId": "x"})
