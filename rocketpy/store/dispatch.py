@@ -1,0 +1,36 @@
+"""What the reput service hands to every dispatcher (consume queue, index) for one stored record.
+
+Owns: :class:`DispatchRequest` and the :class:`CommitLogDispatcher` protocol. Mirrors upstream's
+``DispatchRequest`` and ``CommitLogDispatcher`` (store.md section 5). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatchRequest:
+    """One valid CommitLog record, as parsed by ``checkMessageAndReturnSize``."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str = ""
+    uniq_key: str | None = None
+    sys_flag: int = 0
+    prepared_transaction_offset: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+class CommitLogDispatcher(Protocol):
+    """Receives every record the reput service dispatches, in CommitLog order."""
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        """Index or enqueue one record; must not block on the disk."""
+        ...
