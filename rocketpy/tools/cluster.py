@@ -1,0 +1,217 @@
+"""``make cluster``: a local cluster on loopback with its data in a throwaway directory.
+
+Owns: writing each daemon's config under ``<dir>/conf``, starting the daemons as detached processes
+with their output under ``<dir>/logs``, waiting for each boot line, recording pids and addresses in
+``<dir>/cluster.json``, and stopping them in reverse order (``stop``). Starts what this installation
+has: the NameServer always; controllers and brokers once their ``rocketpy.cli`` modules exist. Must
+not: import daemon packages (it drives them as processes, like an operator would).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BOOT_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One started daemon."""
+
+    name: str
+    role: str
+    pid: int
+    address: str
+    log: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    name: str
+    role: str
+    module: str
+    conf: dict[str, str]
+    boot: re.Pattern[str]
+
+
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _specs(base_port: int, data: Path) -> list[_Spec]:
+    specs = [
+        _Spec(
+            "namesrv",
+            "namesrv",
+            "rocketpy.cli.namesrv",
+            {"listenPort": str(base_port), "kvConfigPath": str(data / "namesrv" / "kvConfig.json")},
+            NAMESRV_BOOT,
+        )
+    ]
+    return specs
+
+
+def _render(conf: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+
+def _wait_boot(proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str]) -> str:
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        match = pattern.search(text)
+        if match:
+            return match.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode} before booting; see {log}")
+        time.sleep(0.05)
+    raise RuntimeError(f"no boot line within {BOOT_TIMEOUT_S:.0f} s; see {log}")
+
+
+def _state_file(directory: Path) -> Path:
+    return directory / "cluster.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _load(directory: Path) -> list[Member]:
+    path = _state_file(directory)
+    if not path.exists():
+        return []
+    return [Member(**m) for m in json.loads(path.read_text(encoding="utf-8"))["members"]]
+
+
+def start(directory: Path, base_port: int) -> int:
+    """Start a fresh cluster under ``directory``; print the summary. Returns the exit code."""
+    running = [m for m in _load(directory) if _alive(m.pid)]
+    if running:
+        print(f"a cluster is already running from {directory}; run `make cluster-stop` first")
+        return 1
+    if directory.exists():
+        shutil.rmtree(directory)
+    (directory / "conf").mkdir(parents=True)
+    (directory / "logs").mkdir()
+    members: list[Member] = []
+    for spec in _specs(base_port, directory / "data"):
+        conf = directory / "conf" / f"{spec.name}.conf"
+        conf.write_text(_render(spec.conf), encoding="utf-8")
+        log = directory / "logs" / f"{spec.name}.out"
+        env = dict(os.environ, ROCKETPY_LOG_DIR=str(directory / "logs" / spec.name))
+        with log.open("wb") as out:
+            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [sys.executable, "-m", spec.module, "-c", str(conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        try:
+            address = _wait_boot(proc, log, spec.boot)
+        except RuntimeError as e:
+            print(f"{spec.name}: {e}")
+            _save(directory, members)
+            stop(directory)
+            return 1
+        members.append(Member(spec.name, spec.role, proc.pid, address, str(log)))
+        _save(directory, members)
+    _print_summary(directory, members)
+    return 0
+
+
+def _save(directory: Path, members: list[Member]) -> None:
+    payload = {"members": [asdict(m) for m in members]}
+    _state_file(directory).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+def _print_summary(directory: Path, members: list[Member]) -> None:
+    namesrv = ";".join(m.address for m in members if m.role == "namesrv")
+    print(f"rocketpy cluster running, data and logs under {directory}")
+    for m in members:
+        print(f"  {m.name:<12} {m.role:<10} {m.address:<22} pid {m.pid:<8} log {m.log}")
+    missing = [
+        what
+        for what, module in (
+            ("controllers", "rocketpy.cli.controller"),
+            ("brokers", "rocketpy.cli.broker"),
+        )
+        if not _has_module(module)
+    ]
+    if missing:
+        print(f"  (not started, not built yet: {', '.join(missing)})")
+    print(f"NAMESRV_ADDR={namesrv}")
+    print(f"  try:  bin/mqadmin clusterList -n {namesrv}")
+    print("  stop: make cluster-stop")
+
+
+def stop(directory: Path) -> int:
+    """SIGTERM every member in reverse start order; SIGKILL what outlives the deadline."""
+    members = _load(directory)
+    if not members:
+        print(f"no cluster recorded under {directory}")
+        return 0
+    for m in reversed(members):
+        if not _alive(m.pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(m.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while _alive(m.pid) and time.monotonic() < deadline:
+            _reap(m.pid)
+            time.sleep(0.05)
+        if _alive(m.pid):
+            print(f"{m.name} (pid {m.pid}) did not stop in {STOP_TIMEOUT_S:.0f} s, killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(m.pid, signal.SIGKILL)
+        print(f"stopped {m.name} (pid {m.pid})")
+    _state_file(directory).unlink(missing_ok=True)
+    return 0
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rocketpy.tools.cluster start|stop --dir DIR``."""
+    parser = argparse.ArgumentParser(prog="rocketpy.tools.cluster", description=__doc__)
+    parser.add_argument("action", choices=("start", "stop"))
+    parser.add_argument("--dir", type=Path, default=Path(".cluster"))
+    parser.add_argument("--base-port", type=int, default=int(os.environ.get("BASE_PORT", "9876")))
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    if args.action == "start":
+        return start(directory, args.base_port)
+    return stop(directory)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
