@@ -1,0 +1,111 @@
+"""Drives the real C++-based client (``rocketmq-client-python``) in its own process; prints JSON.
+
+Run by the interop tests as a subprocess so a crash or hang in the native library cannot take pytest
+down with it. Commands:
+
+- ``send-missing --namesrv ADDR --topic T``: one synchronous send to a topic no broker serves;
+  reports the error and how long it took (a proper error reply must come back instead of a hang).
+- ``produce --namesrv ADDR --topic T --count N``: N synchronous sends; reports statuses and msg ids.
+- ``consume --namesrv ADDR --topic T --group G --count N --timeout S``: push-consumes until N
+  distinct messages arrived or S seconds passed; reports the bodies received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+
+def _send_missing(args: argparse.Namespace) -> dict[str, Any]:
+    from rocketmq.client import Message, Producer  # noqa: PLC0415 - optional native client
+
+    producer = Producer("interop_missing_pg", timeout=3000)
+    producer.set_name_server_address(args.namesrv)
+    producer.start()
+    started = time.monotonic()
+    try:
+        msg = Message(args.topic)
+        msg.set_body(b"x")
+        result = producer.send_sync(msg)
+        return {"ok": True, "status": int(result.status), "seconds": time.monotonic() - started}
+    except Exception as e:  # noqa: BLE001 - the point is to report whatever the client raises
+        return {
+            "ok": False,
+            "error": f"{type(e).__name__}: {e}",
+            "seconds": time.monotonic() - started,
+        }
+    finally:
+        producer.shutdown()
+
+
+def _produce(args: argparse.Namespace) -> dict[str, Any]:
+    from rocketmq.client import Message, Producer  # noqa: PLC0415
+
+    producer = Producer("interop_pg", timeout=5000)
+    producer.set_name_server_address(args.namesrv)
+    producer.start()
+    statuses: list[int] = []
+    ids: list[str] = []
+    errors: list[str] = []
+    try:
+        for i in range(args.count):
+            msg = Message(args.topic)
+            msg.set_keys(f"k{i}")
+            msg.set_tags("TagA")
+            msg.set_body(f"interop-{i}".encode())
+            try:
+                result = producer.send_sync(msg)
+                statuses.append(int(result.status))
+                ids.append(str(result.msg_id))
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{type(e).__name__}: {e}")
+    finally:
+        producer.shutdown()
+    return {"statuses": statuses, "ids": ids, "errors": errors[:5], "error_count": len(errors)}
+
+
+def _consume(args: argparse.Namespace) -> dict[str, Any]:
+    from rocketmq.client import ConsumeStatus, PushConsumer  # noqa: PLC0415
+
+    seen: set[str] = set()
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def on_message(msg: Any) -> Any:
+        with lock:
+            seen.add(msg.body.decode())
+            if len(seen) >= args.count:
+                done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(args.group)
+    consumer.set_name_server_address(args.namesrv)
+    consumer.subscribe(args.topic, on_message)
+    consumer.start()
+    done.wait(args.timeout)
+    consumer.shutdown()
+    with lock:
+        return {"received": sorted(seen)}
+
+
+def main() -> int:
+    """Parse the command, run it, print one JSON object."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=("send-missing", "produce", "consume"))
+    parser.add_argument("--namesrv", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", default="interop_cg")
+    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args()
+    handlers = {"send-missing": _send_missing, "produce": _produce, "consume": _consume}
+    print(json.dumps(handlers[args.command](args)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
