@@ -13,12 +13,12 @@ Value model (what :func:`dumps` accepts), mirroring fastjson's serializers:
 | :class:`Bean` | ``JavaBeanSerializer`` (fields sorted) | ``{"a":1}``, ``None`` fields left out |
 | ``dict`` | ``MapSerializer`` (insertion order) | ``{"k":v}``; int keys unquoted: ``{0:v}`` |
 | ``list`` / ``tuple`` | ``ListSerializer`` | ``[a,b]`` |
-| ``set`` / ``frozenset`` | ``CollectionCodec`` (sorted here) | ``[a,b]`` |
+| :class:`JavaSet`, ``set`` | ``CollectionCodec`` (``set``: sorted) | ``[a,b]`` |
 | ``str`` / ``int`` / ``bool`` / ``None`` | | ``"s"`` / ``12`` / ``true`` / ``null`` |
 
 Pretty output (``PrettyFormat``, TAB indentation): a bean puts newline + indent before each field
 and before ``}``; a list before each item and before ``]``; a map only before each *string*-keyed
-entry, and before ``}`` when non-empty; a set is written compact even in pretty mode.
+entry, and before ``}`` when non-empty; a set adds no line breaks of its own (its items may).
 
 The "odd line break" of integer-keyed maps (``{0:250,1:251\\n\\t\\t}``) is fastjson's own:
 ``MapSerializer`` prints a newline before an entry only when its key is a ``String`` but always
@@ -51,6 +51,13 @@ _SHORT_ESCAPES: Final = {
 
 class Bean(dict[str, Any]):
     """A Java bean: fields are written sorted by name and ``None`` fields are left out."""
+
+    __slots__ = ()
+
+
+class JavaSet(list[Any]):
+    """A Java ``Set`` (``CollectionCodec``), items in the given order; use it for sets of beans,
+    which Python cannot put in a ``set``."""
 
     __slots__ = ()
 
@@ -114,10 +121,13 @@ class _Writer:
             self.write_bean(value)
         elif isinstance(value, Mapping):
             self.write_map(value)
+        elif isinstance(value, JavaSet):
+            self.write_set(value)
         elif isinstance(value, list | tuple):
             self.write_list(value)
         elif isinstance(value, set | frozenset):
-            self.write_set(value)
+            # Java's HashSet order is not reproducible; sorted keeps our output deterministic.
+            self.write_set(sorted(value))
         else:
             raise TypeError(f"fastjson.dumps: unsupported value of type {type(value).__name__}")
 
@@ -188,19 +198,15 @@ class _Writer:
             self.println()
         self.out.append("]")
 
-    def write_set(self, items: set[Any] | frozenset[Any]) -> None:
-        # CollectionCodec has no PrettyFormat branch. Java's HashSet order is not reproducible;
-        # sorted output keeps our files deterministic and readers do not care.
-        pretty, self.pretty = self.pretty, False
-        try:
-            self.out.append("[")
-            for i, item in enumerate(sorted(items)):
-                if i:
-                    self.out.append(",")
-                self.write(item)
-            self.out.append("]")
-        finally:
-            self.pretty = pretty
+    def write_set(self, items: list[Any]) -> None:
+        # CollectionCodec: no newline or indent of its own even with PrettyFormat, but the items
+        # are written by their own serializers, which do honour it.
+        self.out.append("[")
+        for i, item in enumerate(items):
+            if i:
+                self.out.append(",")
+            self.write(item)
+        self.out.append("]")
 
 
 def loads(text: str | bytes) -> Any:

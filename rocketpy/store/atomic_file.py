@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -227,3 +229,45 @@ async def remove_with_backup_async(executor: Executor | None, path: Path) -> Non
     """:func:`remove_with_backup` on ``executor`` (None: the loop's default executor)."""
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(executor, remove_with_backup, path)
+
+
+class LatestWinsWriter:
+    """Writes successive versions of one file off the loop; an older version never overwrites a
+    newer one.
+
+    Each :meth:`write` takes a sequence number on the loop. The write runs on the executor; if
+    a waiter was cancelled and its write ends up running after a later one (possible with a
+    multi-threaded executor), the stale write is skipped. So when ``await write(v)`` returns,
+    the file holds ``v`` or something newer.
+    """
+
+    def __init__(self, path: Path, executor: Executor | None, *, keep_backup: bool = True) -> None:
+        """Args: ``path`` the file; ``executor`` where writes run (None: the loop's default);
+        ``keep_backup`` as in :func:`write_atomic`."""
+        self.path = path
+        self._executor = executor
+        self._keep_backup = keep_backup
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self._written = 0
+
+    async def write(self, data: bytes | None) -> None:
+        """Replace the file with ``data``, or remove it and its backup when ``data`` is None.
+
+        Raises:
+            OSError: the disk refused.
+        """
+        seq = next(self._seq)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.write_sync, seq, data)
+
+    def write_sync(self, seq: int, data: bytes | None) -> None:
+        """The blocking part of :meth:`write`; skips ``seq`` if a newer one is on disk."""
+        with self._lock:
+            if seq <= self._written:
+                return
+            if data is None:
+                remove_with_backup(self.path)
+            else:
+                write_atomic(self.path, data, keep_backup=self._keep_backup)
+            self._written = seq

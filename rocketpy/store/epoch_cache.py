@@ -17,8 +17,6 @@ damage in both files is a :class:`StoreError` naming both paths instead of an un
 from __future__ import annotations
 
 import asyncio
-import itertools
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -27,7 +25,7 @@ import structlog
 
 from rocketpy.common.errors import StoreError
 from rocketpy.store import epoch_entries as ee
-from rocketpy.store.atomic_file import read_with_backup, remove_with_backup, write_atomic
+from rocketpy.store.atomic_file import LatestWinsWriter, read_with_backup
 from rocketpy.store.epoch_entries import EpochAppendRefused, EpochEntry
 
 log = structlog.get_logger(__name__)
@@ -64,12 +62,7 @@ class EpochFileCache:
         """
         self.path = path
         self._entries: tuple[EpochEntry, ...] = ee.link_end_offsets(entries)
-        self._executor = executor
-        self._seq = itertools.count(1)
-        # Writes may finish out of order if a waiter was cancelled; the sequence number lets
-        # the writer skip a snapshot older than what is already on disk.
-        self._write_lock = threading.Lock()
-        self._written_seq = 0
+        self._writer = LatestWinsWriter(path, executor) if path is not None else None
 
     @classmethod
     def load(cls, path: Path, *, executor: Executor | None = None) -> EpochFileCache:
@@ -202,23 +195,12 @@ class EpochFileCache:
         await self._persist()
 
     async def _persist(self) -> None:
-        if self.path is None:
+        if self._writer is None:
             return
-        seq = next(self._seq)
-        snapshot = self._entries
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._write, seq, snapshot)
-
-    def _write(self, seq: int, entries: tuple[EpochEntry, ...]) -> None:
-        assert self.path is not None  # noqa: S101 - _persist checked it
-        with self._write_lock:
-            if seq <= self._written_seq:
-                return
-            try:
-                if entries:
-                    write_atomic(self.path, ee.encode_epoch_file(entries))
-                else:
-                    remove_with_backup(self.path)
-            except OSError as e:
-                raise StoreError(f"Error happen when flush epochEntries to {self.path}: {e}") from e
-            self._written_seq = seq
+        # An empty history removes the file and its .bak (ha.md 4.2: a zero-entry file would
+        # make the next load fall back to the stale .bak).
+        data = ee.encode_epoch_file(self._entries) if self._entries else None
+        try:
+            await self._writer.write(data)
+        except OSError as e:
+            raise StoreError(f"Error happen when flush epochEntries to {self.path}: {e}") from e

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.common.errors import CodecError
-from rocketpy.common.fastjson import Bean, dumps, loads, quote, quote_integer_keys
+from rocketpy.common.fastjson import Bean, JavaSet, dumps, loads, quote, quote_integer_keys
 
 
 def test_fastjson_bean_sorted_nulls_omitted() -> None:
@@ -57,6 +57,14 @@ def test_fastjson_pretty_bean_map_list() -> None:
 def test_fastjson_pretty_set_stays_compact() -> None:
     """Sets go through CollectionCodec, which ignores PrettyFormat."""
     assert dumps(Bean(s={"b", "a"}), pretty=True) == '{\n\t"s":["a","b"]\n}'
+
+
+def test_fastjson_pretty_set_of_beans() -> None:
+    """A JavaSet adds no breaks itself but its bean items stay pretty, at the set's indent
+    (CollectionCodec does not increment the indent)."""
+    value = Bean(s=JavaSet([Bean(a=1), Bean(b=2)]))
+    assert dumps(value, pretty=True) == '{\n\t"s":[{\n\t\t"a":1\n\t},{\n\t\t"b":2\n\t}]\n}'
+    assert dumps(value) == '{"s":[{"a":1},{"b":2}]}'
 
 
 def test_fastjson_quote_escapes() -> None:

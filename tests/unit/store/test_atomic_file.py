@@ -9,6 +9,7 @@ import pytest
 
 from rocketpy.common.errors import CodecError, StoreError
 from rocketpy.store.atomic_file import (
+    LatestWinsWriter,
     backup_path,
     read_with_backup,
     read_with_backup_async,
@@ -163,3 +164,24 @@ async def test_atomic_async_wrappers(tmp_path: Path) -> None:
     assert loaded is not None
     assert loaded.value == "2"
     assert backup_path(path).read_bytes() == b"ok:1"
+
+
+def test_atomic_latest_wins_writer_skips_stale_write(tmp_path: Path) -> None:
+    """1. Version 2 is written before version 1 (a cancelled waiter's write ran late).
+    Expected: version 1 is skipped; the file never goes back in time."""
+    path = tmp_path / "epochFileCheckpoint"
+    writer = LatestWinsWriter(path, None)
+    writer.write_sync(2, b"ok:two")
+    writer.write_sync(1, b"ok:one")
+    assert path.read_bytes() == b"ok:two"
+
+
+async def test_atomic_latest_wins_writer_none_removes(tmp_path: Path) -> None:
+    """write(None) removes the file and its backup."""
+    path = tmp_path / "f"
+    writer = LatestWinsWriter(path, None)
+    async with asyncio.timeout(5):
+        await writer.write(b"ok:1")
+        await writer.write(b"ok:2")
+        await writer.write(None)
+    assert list(tmp_path.iterdir()) == []

@@ -160,16 +160,6 @@ async def test_epoch_cache_memory_only_never_writes(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_epoch_cache_out_of_order_write_is_skipped(tmp_path: Path) -> None:
-    """If an older snapshot's write runs after a newer one (a cancelled waiter), it is
-    skipped so the file never goes back in time."""
-    path = tmp_path / EPOCH_FILE_NAME
-    cache = EpochFileCache(path)
-    cache._write(2, (_e(1, 0), _e(2, 10)))
-    cache._write(1, (_e(1, 0),))
-    assert _pairs(EpochFileCache.load(path)) == [(1, 0), (2, 10)]
-
-
 async def test_epoch_cache_write_failure_is_store_error(tmp_path: Path) -> None:
     """A file that cannot be written raises StoreError naming it."""
     path = tmp_path / EPOCH_FILE_NAME
