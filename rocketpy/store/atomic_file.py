@@ -11,19 +11,19 @@ section 7), made crash-safe as STYLE.md section 6 asks:
 | step | upstream 5.x ``string2File`` | here (:func:`write_atomic`) |
 | --- | --- | --- |
 | 1 | copy ``<file>`` to ``<file>.bak`` | write ``<file>.tmp``, ``fsync`` it |
-| 2 | rewrite ``<file>`` in place | hard-link (or copy) ``<file>`` to ``<file>.bak.tmp``, |
-| | | rename that to ``<file>.bak`` |
+| 2 | rewrite ``<file>`` in place | rename ``<file>`` to ``<file>.bak`` (as ``ConfigManager``) |
 | 3 | | rename ``<file>.tmp`` to ``<file>``, ``fsync`` the directory |
 
-So ``<file>.bak`` always holds the previous content, as upstream's does, and ``<file>`` is always
-either the old or the new content in full. A crash before step 3 leaves ``<file>`` untouched and a
-stray ``<file>.tmp`` that :func:`read_with_backup` removes.
+So ``<file>.bak`` always holds the previous content, as upstream's does, and ``<file>`` is never
+partly written. A crash before step 2 leaves everything as it was plus a stray ``<file>.tmp``
+(removed by :func:`read_with_backup`); a crash between steps 2 and 3 leaves no ``<file>``, so the
+loader takes ``<file>.bak``: the previous content, as if the write had not happened.
 
 Loading (:func:`read_with_backup`) follows ``ConfigManager.load``: a missing, empty or unparsable
 main file falls back to ``<file>.bak``. Stricter than upstream: a main file that exists but does
 not parse, with no usable backup, is an error naming both paths (upstream starts with an empty
 table), and a damaged main file is moved aside to ``<file>.corrupt`` rather than deleted, so the
-next write cannot copy it over the good backup.
+next write cannot move it over the good backup.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -79,21 +78,14 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _refresh_backup(path: Path) -> None:
-    """Point ``<file>.bak`` at the current content of ``<file>`` (no-op when it is missing)."""
-    if not path.exists():
-        return
-    bak_tmp = temp_path(backup_path(path))
+def _move_to_backup(path: Path) -> None:
+    """Rename ``<file>`` to ``<file>.bak`` (no-op when missing), as 5.x ``ConfigManager.persist``.
+
+    A rename rather than a hard link or copy: upstream's ``string2File`` rewrites ``.bak`` in
+    place, which would also rewrite ``<file>`` if the two shared an inode.
+    """
     with contextlib.suppress(FileNotFoundError):
-        bak_tmp.unlink()
-    try:
-        os.link(path, bak_tmp)
-    except OSError:
-        # File systems without hard links: copy the bytes instead.
-        shutil.copyfile(path, bak_tmp)
-        with bak_tmp.open("rb") as f:
-            os.fsync(f.fileno())
-    os.replace(bak_tmp, backup_path(path))
+        os.replace(path, backup_path(path))
 
 
 def write_atomic(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
@@ -102,18 +94,19 @@ def write_atomic(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
     Args:
         path: the file; its directory is created if missing.
         data: the complete new content.
-        keep_backup: copy the previous content to ``<file>.bak`` first (``string2File``).
+        keep_backup: keep the previous content as ``<file>.bak`` (``string2File``).
             Broker identity files pass False: upstream deletes them before writing, so they
             never have a backup (controller.md section 9).
 
     Raises:
-        OSError: the disk refused; ``path`` then still holds its previous content.
+        OSError: the disk refused; the previous content stays loadable by
+            :func:`read_with_backup` (from ``path`` or, if the failure came after step 2, ``.bak``).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     _write_synced(tmp, data)
     if keep_backup:
-        _refresh_backup(path)
+        _move_to_backup(path)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
@@ -121,7 +114,7 @@ def write_atomic(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
 def remove_with_backup(path: Path) -> None:
     """Delete ``path``, its backup and any stray temp file. Blocks: run it off the loop."""
     removed = False
-    for p in (path, backup_path(path), temp_path(path), temp_path(backup_path(path))):
+    for p in (path, backup_path(path), temp_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
             removed = True
@@ -178,9 +171,8 @@ def read_with_backup(path: Path, parse: Callable[[bytes], T | None]) -> Loaded[T
         StoreError: a file exists with content that does not parse and no usable alternative
             exists; the message names both paths and both causes.
     """
-    for stray in (temp_path(path), temp_path(backup_path(path))):
-        with contextlib.suppress(FileNotFoundError):
-            stray.unlink()  # an interrupted write_atomic; the main file is intact
+    with contextlib.suppress(FileNotFoundError):
+        temp_path(path).unlink()  # an interrupted write_atomic; main or .bak is intact
     value, main_error = _try_parse(path, parse)
     if value is not None:
         return Loaded(value=value, path=path, from_backup=False)

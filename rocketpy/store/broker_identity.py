@@ -210,7 +210,7 @@ class MetadataFile(Generic[T]):
 
         Raises:
             CodecError: a field contains ``#``.
-            OSError: the disk refused; the file keeps its previous content.
+            OSError: the disk refused; the previous content stays loadable.
         """
         data = self._encode(value)
         await self._writer.write(data)

@@ -93,7 +93,7 @@ class ConfigFile(Generic[T]):
         """Write ``value`` (previous content to ``.bak``); returns when durable.
 
         Raises:
-            OSError: the disk refused; the file keeps its previous content.
+            OSError: the disk refused; the previous content stays loadable.
         """
         await self._writer.write(self._encode(value).encode("utf-8"))
 

@@ -52,20 +52,35 @@ def test_atomic_write_without_backup(tmp_path: Path) -> None:
     assert not backup_path(path).exists()
 
 
-def test_atomic_crash_before_rename_leaves_old_content(tmp_path: Path) -> None:
-    """1. Write v1 and v2. 2. Simulate a crash after the temp file was written but before the
-    rename (a complete .tmp with v3, and a half-written one for the .bak). 3. Load.
-    Expected: v2 loads from the main file; the stray temp files are removed."""
+def test_atomic_crash_before_backup_rename_leaves_old_content(tmp_path: Path) -> None:
+    """1. Write v1 and v2. 2. Simulate a crash after the temp file of v3 was written but before
+    any rename (a half-written .tmp). 3. Load.
+    Expected: v2 loads from the main file; the stray temp file is removed."""
     path = tmp_path / "consumerOffset.json"
     write_atomic(path, b"ok:v1")
     write_atomic(path, b"ok:v2")
-    temp_path(path).write_bytes(b"ok:v3")
-    temp_path(backup_path(path)).write_bytes(b"ok:v")
+    temp_path(path).write_bytes(b"ok:v")
     loaded = read_with_backup(path, _parse)
     assert loaded is not None
     assert (loaded.value, loaded.from_backup) == ("v2", False)
     assert not temp_path(path).exists()
-    assert not temp_path(backup_path(path)).exists()
+
+
+def test_atomic_crash_between_renames_loads_previous(tmp_path: Path) -> None:
+    """1. Write v1 and v2. 2. Simulate a crash after <file> was renamed to .bak and before the
+    temp file was renamed to <file>. 3. Load. 4. Write v4.
+    Expected: v2 loads from the .bak (the write of v3 never happened); after v4 the .bak still
+    holds v2, the last content that was complete in <file>."""
+    path = tmp_path / "consumerOffset.json"
+    write_atomic(path, b"ok:v1")
+    write_atomic(path, b"ok:v2")
+    path.replace(backup_path(path))
+    temp_path(path).write_bytes(b"ok:v3")
+    loaded = read_with_backup(path, _parse)
+    assert loaded is not None
+    assert (loaded.value, loaded.from_backup) == ("v2", True)
+    write_atomic(path, b"ok:v4")
+    assert (path.read_bytes(), backup_path(path).read_bytes()) == (b"ok:v4", b"ok:v2")
 
 
 def test_atomic_load_missing_main_uses_bak(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_epoch_truncate_suffix_by_epoch() -> None:
     )
 
 
-def test_epoch_truncate_prefix_by_offset() -> None:
+def test_h05_truncate_prefix_by_offset() -> None:
     """H-05: after deleting the log head up to 500, epochs ending at or before 500 go; the last
     (open) epoch is never removed by a prefix truncation."""
     history = _h((1, 0), (2, 300), (3, 500))
