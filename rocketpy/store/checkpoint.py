@@ -140,6 +140,11 @@ class StoreCheckpoint:
         )
         return cls(path, page, values, existed)
 
+    @classmethod
+    async def open_async(cls, path: Path, executor: Executor | None) -> StoreCheckpoint:
+        """:meth:`open` on ``executor``."""
+        return await asyncio.get_running_loop().run_in_executor(executor, cls.open, path)
+
     def values(self) -> CheckpointValues:
         """A snapshot of the in-memory values."""
         return CheckpointValues(

@@ -164,6 +164,12 @@ class IndexService:
                     log.info("destroy index file newer than checkpoint", file=f.name)
                     f.destroy()
                     continue
+                if f.header.index_count <= 1:
+                    # A spare left by a crash: no entries, and its zero begin timestamp would
+                    # end every query's walk over the older files.
+                    log.info("destroy empty index file", file=f.name)
+                    f.destroy()
+                    continue
                 log.info("load index file OK", file=f.name)
                 files.append(f)
         except BaseException:

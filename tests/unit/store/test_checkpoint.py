@@ -22,7 +22,8 @@ async def test_checkpoint_flush_async_then_reopen(tmp_path: Path) -> None:
     flush on an executor. 3. Close and reopen.
     Expected: the reopened checkpoint reports existed=True and the flushed values."""
     path = tmp_path / "store" / "checkpoint"
-    cp = StoreCheckpoint.open(path)
+    async with asyncio.timeout(5):
+        cp = await StoreCheckpoint.open_async(path, None)
     assert not cp.existed
     assert cp.values() == CheckpointValues()
     assert path.stat().st_size == CHECKPOINT_FILE_SIZE

@@ -15,6 +15,7 @@ from rocketpy.common.clock import ManualClock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.index.record import is_index_file_name
 
@@ -257,3 +258,27 @@ async def test_index_service_destroy_and_errors(
         svc.dispatch(_request(1, T0, keys="k"))
         await svc.destroy()
     assert list((tmp_path / "index").iterdir()) == []
+
+
+async def test_index_service_load_drops_empty_spare_left_by_crash(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Index 2 messages; stop. 2. Leave an empty index file named after the others (the
+    spare a crash would leave). 3. Load (the data file is covered by the checkpoint, so only the
+    emptiness matters) and query from just before t0.
+    Expected: the empty file is deleted at load and the query still finds both messages."""
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        svc.dispatch(_request(0, T0, keys="k"))
+        svc.dispatch(_request(100, T0 + 1000, keys="k"))
+        await svc.stop()
+    IndexFile.create(tmp_path / "index" / "29991231235959999", 4, 5).close()
+    again = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await again.load(last_exit_ok=True)
+        assert "29991231235959999" not in again.statistics().file_names
+        await again.start()
+        assert again.query_offsets("T", "k", 64, T0 - 1, FAR).phy_offsets == (100, 0)
+        await again.stop()
