@@ -1,0 +1,1 @@
+"""Hash index of message keys (``store/index``): layout, mapped files, the dispatcher."""

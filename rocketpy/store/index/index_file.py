@@ -1,0 +1,226 @@
+"""IndexFile: one memory-mapped hash index file (``index/<yyyyMMddHHmmssSSS>``).
+
+Owns: the mapping of one file, putting keys into it and walking a key's chain. Must not: create,
+map, msync, close or delete on the event loop: :meth:`IndexFile.create`, :meth:`IndexFile.open`,
+:meth:`flush`, :meth:`close` and :meth:`destroy` block and run on the store's executors. On the
+loop: :meth:`put_key` (a few small copies into the already mapped file) and
+:meth:`select_phy_offsets` (small reads). Mirrors ``store/index/IndexFile`` (layout in
+:mod:`rocketpy.store.index.record`, store.md section 9).
+
+Files are created sparse at their full size (``ftruncate``), as upstream's ``DefaultMappedFile``
+does for index files (they are not pre-touched); with tiny test sizes that is irrelevant, with
+the default 420 MB the first write to a page may fault it in.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from rocketpy.common.errors import StoreError
+from rocketpy.store.index import record as r
+from rocketpy.store.index.record import IndexHeader
+
+
+class IndexFile:
+    """One index file. The header lives in memory and is copied into the map on every put."""
+
+    def __init__(self, path: Path, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
+        """Use :meth:`create` or :meth:`open`."""
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = r.index_file_size(hash_slot_num, index_num)
+        self.header = r.decode_index_header(mapped[: r.INDEX_HEADER_SIZE])
+        self._map: mmap.mmap | None = mapped
+        # Serializes msync/close/unlink on executor threads; the loop's writes need no lock
+        # (the loop is the only writer, and a file is closed only after it left the service).
+        self._io_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The file name (its creation time)."""
+        return self.path.name
+
+    @classmethod
+    def create(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
+        """Create a zero-filled (sparse) file of the full size and map it. Blocks.
+
+        Raises:
+            StoreError: the file already exists.
+        """
+        size = r.index_file_size(hash_slot_num, index_num)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError as e:
+            raise StoreError(f"index file already exists: {path}") from e
+        try:
+            os.ftruncate(fd, size)
+            mapped = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        return cls(path, mapped, hash_slot_num, index_num)
+
+    @classmethod
+    def open(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
+        """Map an existing file and load its header (``IndexFile`` + ``load``). Blocks.
+
+        Raises:
+            StoreError: the file's size does not match ``hash_slot_num``/``index_num``.
+        """
+        size = r.index_file_size(hash_slot_num, index_num)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                raise StoreError(
+                    f"index file {path} is {actual} bytes, expected {size} for "
+                    f"maxHashSlotNum={hash_slot_num} maxIndexNum={index_num}"
+                )
+            mapped = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        return cls(path, mapped, hash_slot_num, index_num)
+
+    def _mapped(self) -> mmap.mmap:
+        if self._map is None:
+            raise StoreError(f"index file {self.path} is closed")
+        return self._map
+
+    def _store_header(self, header: IndexHeader) -> None:
+        self.header = header
+        r.HEADER.pack_into(
+            self._mapped(),
+            0,
+            header.begin_timestamp,
+            header.end_timestamp,
+            header.begin_phy_offset,
+            header.end_phy_offset,
+            header.hash_slot_count,
+            header.index_count,
+        )
+
+    def start_after(self, end_phy_offset: int, end_timestamp: int) -> None:
+        """Begin where the previous file ended (the ``IndexFile`` constructor arguments):
+        positive values become this file's begin and end."""
+        header = self.header
+        if end_phy_offset > 0:
+            header = replace(header, begin_phy_offset=end_phy_offset, end_phy_offset=end_phy_offset)
+        if end_timestamp > 0:
+            header = replace(header, begin_timestamp=end_timestamp, end_timestamp=end_timestamp)
+        self._store_header(header)
+
+    def is_write_full(self) -> bool:
+        """``indexCount >= indexNum``."""
+        return self.header.index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """The file's [begin, end] timestamps overlap the query's."""
+        return r.is_time_matched(begin, end, self.header)
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add ``key`` -> ``phy_offset`` (``IndexFile.putKey``). On the loop: small copies.
+
+        Returns:
+            False when the file is full.
+        """
+        header = self.header
+        if header.index_count >= self.index_num:
+            return False
+        mapped = self._mapped()
+        key_hash = r.index_key_hash(key)
+        slot_pos = r.slot_position(key_hash, self.hash_slot_num)
+        (slot_value,) = r.SLOT.unpack_from(mapped, slot_pos)
+        if slot_value <= r.INVALID_INDEX or slot_value > header.index_count:
+            slot_value = r.INVALID_INDEX
+        time_diff = r.time_diff_seconds(store_timestamp, header.begin_timestamp)
+        index_no = header.index_count
+        r.ENTRY.pack_into(
+            mapped,
+            r.entry_position(self.hash_slot_num, index_no),
+            key_hash,
+            phy_offset,
+            time_diff,
+            slot_value,
+        )
+        r.SLOT.pack_into(mapped, slot_pos, index_no)
+        first = index_no <= 1
+        # Upstream quirk kept for identical files: the first entry's timeDiff is taken against
+        # the begin inherited from the previous file, then begin moves to this entry's time.
+        self._store_header(
+            IndexHeader(
+                begin_timestamp=store_timestamp if first else header.begin_timestamp,
+                end_timestamp=store_timestamp,
+                begin_phy_offset=phy_offset if first else header.begin_phy_offset,
+                end_phy_offset=phy_offset,
+                hash_slot_count=header.hash_slot_count + (slot_value == r.INVALID_INDEX),
+                index_count=index_no + 1,
+            )
+        )
+        return True
+
+    def select_phy_offsets(
+        self, out: list[int], key: str, max_num: int, begin: int, end: int
+    ) -> None:
+        """Append offsets of entries whose hash equals ``key``'s and whose time is in
+        [begin, end], newest first, until ``out`` holds ``max_num`` (``selectPhyOffset``).
+
+        Only the hash is compared, as upstream: different keys with the same hash both match,
+        and the caller (QUERY_MESSAGE) filters by the message's real keys.
+        """
+        header = self.header
+        mapped = self._mapped()
+        key_hash = r.index_key_hash(key)
+        (slot_value,) = r.SLOT.unpack_from(mapped, r.slot_position(key_hash, self.hash_slot_num))
+        if (
+            slot_value <= r.INVALID_INDEX
+            or slot_value > header.index_count
+            or header.index_count <= 1
+        ):
+            return
+        index_no = slot_value
+        while len(out) < max_num:
+            entry_hash, phy_offset, time_diff, prev = r.ENTRY.unpack_from(
+                mapped, r.entry_position(self.hash_slot_num, index_no)
+            )
+            if time_diff < 0:
+                break
+            time_read = header.begin_timestamp + time_diff * 1000
+            if entry_hash == key_hash and begin <= time_read <= end:
+                out.append(phy_offset)
+            if (
+                prev <= r.INVALID_INDEX
+                or prev > header.index_count
+                or prev == index_no
+                or time_read < begin
+            ):
+                break
+            index_no = prev
+
+    def flush(self) -> None:
+        """msync the file (the header is already in the map). Blocks; no-op once closed."""
+        with self._io_lock:
+            if self._map is not None:
+                self._map.flush()
+
+    def close(self) -> None:
+        """Flush and unmap (``IndexFile.shutdown``); idempotent. Blocks."""
+        with self._io_lock:
+            mapped, self._map = self._map, None
+            if mapped is not None:
+                try:
+                    mapped.flush()
+                finally:
+                    mapped.close()
+
+    def destroy(self) -> None:
+        """Unmap and delete the file. Blocks."""
+        with self._io_lock:
+            mapped, self._map = self._map, None
+            if mapped is not None:
+                mapped.close()
+            self.path.unlink(missing_ok=True)

@@ -1,0 +1,284 @@
+"""IndexService: dispatch, roll-over to new files, queries across files, deletion, reload."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from rocketpy.common.aio import wait_until
+from rocketpy.common.clock import ManualClock
+from rocketpy.common.errors import ConfigError, StoreError
+from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.index.index_file import IndexFile
+from rocketpy.store.index.index_service import IndexService
+from rocketpy.store.index.record import is_index_file_name
+
+T0 = 1_700_000_000_000
+FAR = 2**62
+
+
+@pytest.fixture
+def executor() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-test") as pool:
+        yield pool
+
+
+def _request(
+    offset: int, ts: int, *, keys: str = "", uniq: str | None = None, sys_flag: int = 0
+) -> DispatchRequest:
+    return DispatchRequest(
+        topic="T",
+        queue_id=0,
+        commit_log_offset=offset,
+        msg_size=100,
+        tags_code=0,
+        store_timestamp=ts,
+        consume_queue_offset=0,
+        keys=keys,
+        uniq_key=uniq,
+        sys_flag=sys_flag,
+    )
+
+
+def _service(
+    root: Path, executor: ThreadPoolExecutor, checkpoint: StoreCheckpoint | None = None
+) -> IndexService:
+    return IndexService(
+        root / "index",
+        hash_slot_num=4,
+        index_num=5,  # 4 entries per file
+        alloc_executor=executor,
+        flush_executor=executor,
+        clock=ManualClock(T0),
+        tz=UTC,
+        checkpoint=checkpoint,
+    )
+
+
+@pytest.fixture
+async def service(tmp_path: Path, executor: ThreadPoolExecutor) -> AsyncIterator[IndexService]:
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+    yield svc
+    async with asyncio.timeout(5):
+        await svc.stop()
+
+
+async def _settled(svc: IndexService) -> None:
+    """Wait until no key waits for a file."""
+    await wait_until(lambda: svc.statistics().pending_keys == 0, 5)
+
+
+async def test_index_service_indexes_uniq_key_and_keys(service: IndexService) -> None:
+    """1. Dispatch a message with UNIQ_KEY "U1" and KEYS "k1  k2" (double space) at offset 100.
+    Expected: each of U1, k1, k2 finds offset 100; an empty key is not indexed."""
+    service.dispatch(_request(100, T0, keys="k1  k2", uniq="U1"))
+    for key in ("U1", "k1", "k2"):
+        assert service.query_offsets("T", key, 10, 0, FAR).phy_offsets == (100,)
+    assert service.query_offsets("T", "", 10, 0, FAR).phy_offsets == ()
+    assert service.query_offsets("Other", "k1", 10, 0, FAR).phy_offsets == ()
+
+
+async def test_index_service_rolls_over_and_queries_newest_first(service: IndexService) -> None:
+    """1. Four entries fit in a file. 2. Dispatch 10 messages with key "k" (and unique keys),
+    one second apart, offsets 0, 100, ... 900. 3. Query "k".
+    Expected: 5 files (20 entries / 4); results newest first across files; file names are
+    17-digit creation times in increasing order; maxMsgsNumBatch caps the result."""
+    for i in range(10):
+        service.dispatch(_request(i * 100, T0 + i * 1000, keys=f"k u{i}"))
+        await _settled(service)
+    stats = service.statistics()
+    assert len(stats.file_names) == 5
+    assert all(is_index_file_name(n) for n in stats.file_names)
+    assert list(stats.file_names) == sorted(set(stats.file_names))
+    result = service.query_offsets("T", "k", 64, 0, FAR)
+    assert result.phy_offsets == tuple(range(900, -1, -100))
+    assert (result.index_last_update_phyoffset, result.index_last_update_timestamp) == (
+        900,
+        T0 + 9000,
+    )
+    assert service.query_offsets("T", "u3", 64, 0, FAR).phy_offsets == (300,)
+    assert service.query_offsets("T", "k", 3, 0, FAR).phy_offsets == (900, 800, 700)
+
+
+async def test_index_service_time_range_query(service: IndexService) -> None:
+    """Dispatch key "k" at t0 .. t0+9 s across several files; query [t0+3 s, t0+6 s].
+    Expected: offsets 600..300, newest first."""
+    for i in range(10):
+        service.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+        await _settled(service)
+    result = service.query_offsets("T", "k", 64, T0 + 3000, T0 + 6000)
+    assert result.phy_offsets == (600, 500, 400, 300)
+
+
+async def test_index_service_burst_waits_for_spare(service: IndexService) -> None:
+    """1. Dispatch 8 single-key messages without yielding to the loop, so the spare file
+    cannot be created meanwhile: 4 fit the current file, 4 wait.
+    Expected: the waiting keys land once the spare exists; nothing dropped; all found."""
+    for i in range(8):
+        service.dispatch(_request(i * 10, T0 + i, keys=f"b{i}"))
+    assert service.statistics().pending_keys == 4
+    await _settled(service)
+    assert service.statistics().dropped_keys == 0
+    for i in range(8):
+        assert service.query_offsets("T", f"b{i}", 4, 0, FAR).phy_offsets == (i * 10,)
+
+
+async def test_index_service_burst_beyond_bound_is_dropped(service: IndexService) -> None:
+    """1. Dispatch 12 keys without yielding: 4 fit, 5 wait (the bound: one file's worth),
+    3 more are dropped and counted (upstream would block the reput thread).
+    Expected: dropped_keys == 3; the first 9 keys are found, the last 3 are not."""
+    for i in range(12):
+        service.dispatch(_request(i * 10, T0 + i, keys=f"b{i}"))
+    await _settled(service)
+    assert service.statistics().dropped_keys == 3
+    found = [bool(service.query_offsets("T", f"b{i}", 4, 0, FAR).phy_offsets) for i in range(12)]
+    assert found == [True] * 9 + [False] * 3
+
+
+async def test_index_service_skips_redispatch_and_rollback(service: IndexService) -> None:
+    """1. Dispatch offset 500. 2. Re-dispatch offset 400 (recovery replay). 3. Dispatch a
+    rolled-back transaction record (sysflag 12) at 600.
+    Expected: only 500 is indexed."""
+    service.dispatch(_request(500, T0, keys="k"))
+    service.dispatch(_request(400, T0, keys="k"))
+    service.dispatch(_request(600, T0, keys="k", sys_flag=0x3 << 2))
+    assert service.query_offsets("T", "k", 10, 0, FAR).phy_offsets == (500,)
+
+
+async def test_index_service_delete_expired_files(service: IndexService) -> None:
+    """1. Fill 3 files (offsets 0..1100, 4 per file). 2. Delete below offset 800.
+    Expected: the two files ending at 300 and 700 are deleted; the newest one never is, even
+    when everything is below the offset."""
+    for i in range(12):
+        service.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+        await _settled(service)
+    names = service.statistics().file_names
+    assert len(names) == 3
+    assert await service.delete_expired_files(800) == 2
+    assert service.statistics().file_names == names[2:]
+    assert service.query_offsets("T", "k", 64, 0, FAR).phy_offsets == (1100, 1000, 900, 800)
+    assert await service.delete_expired_files(10**9) == 0
+    assert service.statistics().file_names == names[2:]
+
+
+async def test_index_service_reload_after_clean_stop(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Index 6 messages (2 files), stop (the unused spare is deleted). 2. Load a new
+    service from the same directory. Expected: same files, same answers; new keys go on
+    into the last, not yet full file."""
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        for i in range(6):
+            svc.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+            await _settled(svc)
+        names = svc.statistics().file_names
+        await svc.stop()
+    assert sorted(p.name for p in (tmp_path / "index").iterdir()) == list(names)
+    again = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await again.load(last_exit_ok=True)
+        await again.start()
+        assert again.statistics().file_names == names
+        assert again.query_offsets("T", "k", 64, 0, FAR).phy_offsets == (500, 400, 300, 200, 100, 0)
+        again.dispatch(_request(600, T0 + 6000, keys="k"))
+        assert again.statistics().file_names == names
+        assert again.query_offsets("T", "k", 1, 0, FAR).phy_offsets == (600,)
+        await again.stop()
+
+
+async def test_index_service_abnormal_exit_drops_files_newer_than_checkpoint(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. With a checkpoint, index 6 messages: the first file fills and is flushed, so the
+    checkpoint's indexMsgTimestamp = its end (t0+3 s). 2. Load again as after a crash.
+    Expected: the checkpoint was updated; the second file (end t0+5 s > checkpoint) is
+    destroyed, the first is kept (recovery re-dispatches the rest)."""
+    checkpoint = StoreCheckpoint.open(tmp_path / "checkpoint")
+    svc = _service(tmp_path, executor, checkpoint=checkpoint)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        for i in range(6):
+            svc.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+            await _settled(svc)
+        await wait_until(lambda: checkpoint.index_msg_timestamp == T0 + 3000, 5)
+        names = svc.statistics().file_names
+        await svc.stop()
+    checkpoint.close()
+    assert StoreCheckpoint.open(tmp_path / "checkpoint").index_msg_timestamp == T0 + 3000
+    again = _service(tmp_path, executor, checkpoint=StoreCheckpoint.open(tmp_path / "checkpoint"))
+    async with asyncio.timeout(5):
+        await again.load(last_exit_ok=False)
+        assert again.statistics().file_names == names[:1]
+        await again.start()
+        assert again.query_offsets("T", "k", 64, 0, FAR).phy_offsets == (300, 200, 100, 0)
+        await again.stop()
+
+
+async def test_index_service_file_names_unique_when_clock_stands_still(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """The manual clock never moves: each new file is named one millisecond after the last."""
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        for i in range(9):
+            svc.dispatch(_request(i, T0, keys=f"k{i}"))
+            await _settled(svc)
+        names = svc.statistics().file_names
+        await svc.stop()
+    assert names == ("20231114221320000", "20231114221320001", "20231114221320002")
+
+
+async def test_index_service_destroy_and_errors(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """destroy() removes every file; start() before load() and impossible sizes are errors."""
+    with pytest.raises(ConfigError, match="maxIndexNum"):
+        IndexService(tmp_path, index_num=1)
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        with pytest.raises(StoreError, match="before load"):
+            await svc.start()
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        svc.dispatch(_request(1, T0, keys="k"))
+        await svc.destroy()
+    assert list((tmp_path / "index").iterdir()) == []
+
+
+async def test_index_service_load_drops_empty_spare_left_by_crash(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Index 2 messages; stop. 2. Leave an empty index file named after the others (the
+    spare a crash would leave). 3. Load (the data file is covered by the checkpoint, so only the
+    emptiness matters) and query from just before t0.
+    Expected: the empty file is deleted at load and the query still finds both messages."""
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        svc.dispatch(_request(0, T0, keys="k"))
+        svc.dispatch(_request(100, T0 + 1000, keys="k"))
+        await svc.stop()
+    IndexFile.create(tmp_path / "index" / "29991231235959999", 4, 5).close()
+    again = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await again.load(last_exit_ok=True)
+        assert "29991231235959999" not in again.statistics().file_names
+        await again.start()
+        assert again.query_offsets("T", "k", 64, T0 - 1, FAR).phy_offsets == (100, 0)
+        await again.stop()
