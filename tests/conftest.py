@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -12,9 +12,11 @@ import pytest
 if os.environ.get("ROCKETPY_TEST_UVLOOP") == "1":
     import uvloop
 
-    @pytest.fixture(scope="session")
-    def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
-        return uvloop.EventLoopPolicy()
+    def pytest_asyncio_loop_factories(
+        config: pytest.Config, item: pytest.Item
+    ) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+        """Run every async test on uvloop (``make test-uvloop``), as the daemons run."""
+        return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(autouse=True)
