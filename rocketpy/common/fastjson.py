@@ -11,7 +11,8 @@ Value model (what :func:`dumps` accepts), mirroring fastjson's serializers:
 | Python value | fastjson serializer | compact output |
 | --- | --- | --- |
 | :class:`Bean` | ``JavaBeanSerializer`` (fields sorted) | ``{"a":1}``, ``None`` fields left out |
-| ``dict`` | ``MapSerializer`` (insertion order) | ``{"k":v}``; int keys unquoted: ``{0:v}`` |
+| ``dict`` | ``MapSerializer`` (insertion order) | ``{"k":v}``; int keys unquoted: ``{0:v}``; |
+| | | :class:`BeanKey` keys as objects: ``{{"a":1}:v}`` |
 | ``list`` / ``tuple`` | ``ListSerializer`` | ``[a,b]`` |
 | :class:`JavaSet`, ``set`` | ``CollectionCodec`` (``set``: sorted) | ``[a,b]`` |
 | ``str`` / ``int`` / ``bool`` / ``None`` | | ``"s"`` / ``12`` / ``true`` / ``null`` |
@@ -53,6 +54,17 @@ class Bean(dict[str, Any]):
     """A Java bean: fields are written sorted by name and ``None`` fields are left out."""
 
     __slots__ = ()
+
+
+class BeanKey(tuple[tuple[str, Any], ...]):
+    """A Java bean used as a map key (``Map<MessageQueue, ...>``): hashable, written as an object
+    by ``MapSerializer``. Field values must be hashable scalars."""
+
+    __slots__ = ()
+
+    def __new__(cls, **fields: Any) -> BeanKey:
+        """Build from keyword fields (stored sorted, as a bean writes them)."""
+        return super().__new__(cls, tuple(sorted(fields.items())))
 
 
 class JavaSet(list[Any]):
@@ -171,6 +183,11 @@ class _Writer:
                 self.out.append(quote(key) + ":")
             elif isinstance(key, int) and not isinstance(key, bool):
                 self.out.append(f"{key}:")
+            elif isinstance(key, BeanKey):
+                # Map<MessageQueue, ...> (ConsumeStats, TopicStatsTable, ResetOffsetBody): fastjson
+                # writes a non-String key with its own serializer, so the key is an object.
+                self.write(Bean(key))
+                self.out.append(":")
             else:
                 raise TypeError(f"fastjson.dumps: unsupported map key {key!r}")
             first = False

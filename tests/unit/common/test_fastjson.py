@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.common.errors import CodecError
-from rocketpy.common.fastjson import Bean, JavaSet, dumps, loads, quote, quote_integer_keys
+from rocketpy.common.fastjson import (
+    Bean,
+    BeanKey,
+    JavaSet,
+    dumps,
+    loads,
+    quote,
+    quote_integer_keys,
+)
 
 
 def test_fastjson_bean_sorted_nulls_omitted() -> None:
@@ -141,3 +149,13 @@ def test_fastjson_round_trip(value: Any, pretty: bool) -> None:
     text = dumps(value, pretty=pretty)
     assert loads(text) == _normalize(value)
     assert json.loads(quote_integer_keys(text)) == _normalize(value)
+
+
+def test_fastjson_map_with_bean_keys() -> None:
+    """A Map<MessageQueue, Long> (ResetOffsetBody, ConsumeStats) writes each key as an object,
+    as fastjson's MapSerializer does for non-String keys."""
+    key = BeanKey(topic="T", queueId=0, brokerName="b")
+    assert dumps(Bean(offsetTable={key: 7})) == (
+        '{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:7}}'
+    )
+    assert {key: 1}[BeanKey(brokerName="b", queueId=0, topic="T")] == 1

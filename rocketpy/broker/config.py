@@ -1,0 +1,173 @@
+"""Broker settings: the ``BrokerConfig`` and ``NettyServerConfig`` keys of a broker config.
+
+Owns: the broker's own keys with upstream names, defaults and validation (STYLE.md section 11);
+:func:`parse_namesrv_addrs`. The store's keys (``storePathRootDir``, ``brokerRole``,
+``maxMessageSize``, ``messageDelayLevel``, ...) belong to ``rocketpy.store.config``'s
+MessageStoreConfig; the same file feeds both (``cli/broker.py`` loads them side by side, as
+``BrokerStartup`` does). Mirrors ``common/BrokerConfig`` and ``remoting/netty/NettyServerConfig``
+of apache/rocketmq 5.3.x. Must not: read the environment (``cli/`` passes it in).
+
+Deviations, on purpose:
+* ``registerNameServerPeriod`` is not clamped to [10 s, 60 s] as upstream does, so tests can
+  register quickly; the default is upstream's 30 s.
+* Thread-pool sizes become concurrency caps of the request families (asyncio has no pools); the
+  queue capacities bound how many requests of a family may wait before ``SYSTEM_BUSY``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from rocketpy.common.settings import RocketSettings
+
+#: ``PermName``: the broker's own permission bits (``brokerPermission``).
+PERM_READ_WRITE = 6
+
+
+def _default_broker_name() -> str:
+    """``BrokerConfig.defaultBrokerName``: the host name, else ``DEFAULT_BROKER``."""
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+def _default_broker_ip() -> str:
+    """``RemotingUtil.getLocalAddress``: the IPv4 address of the default route's interface (a UDP
+    ``connect`` sends nothing), else loopback."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: routing decision only
+            address = str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+    return address if address and address != "0.0.0.0" else "127.0.0.1"
+
+
+def parse_namesrv_addrs(value: str | None) -> list[str]:
+    """``namesrvAddr`` split on ``;`` (upstream's separator), blanks dropped."""
+    if not value:
+        return []
+    return [a.strip() for a in value.split(";") if a.strip()]
+
+
+class BrokerConfig(RocketSettings):
+    """The broker's keys (BrokerConfig + NettyServerConfig)."""
+
+    _upstream_env: ClassVar[Mapping[str, str]] = {
+        "ROCKETMQ_HOME": "rocketmqHome",
+        "NAMESRV_ADDR": "namesrvAddr",
+    }
+
+    # -- identity and addresses
+    rocketmq_home: str = Field("", alias="rocketmqHome")
+    namesrv_addr: str | None = Field(None, alias="namesrvAddr")
+    broker_ip1: str = Field(default_factory=_default_broker_ip, alias="brokerIP1")
+    broker_ip2: str = Field("", alias="brokerIP2")
+    broker_name: str = Field(default_factory=_default_broker_name, alias="brokerName")
+    broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName")
+    broker_id: int = Field(0, alias="brokerId", ge=0)
+    region_id: str = Field("DefaultRegion", alias="regionId")
+    trace_on: bool = Field(True, alias="traceOn")
+    broker_permission: int = Field(PERM_READ_WRITE, alias="brokerPermission", ge=0, le=7)
+
+    # -- NettyServerConfig
+    listen_port: int = Field(10911, alias="listenPort", ge=0, le=65535)
+    bind_address: str = Field("0.0.0.0", alias="bindAddress")
+    server_channel_max_idle_time_seconds: int = Field(
+        120, alias="serverChannelMaxIdleTimeSeconds", ge=1
+    )
+    max_inflight_per_connection: int = Field(256, alias="serverMaxInflightPerConnection", ge=1)
+
+    # -- topics and groups
+    auto_create_topic_enable: bool = Field(True, alias="autoCreateTopicEnable")
+    default_topic_queue_nums: int = Field(8, alias="defaultTopicQueueNums", ge=1)
+    cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
+    broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")
+    auto_create_subscription_group: bool = Field(True, alias="autoCreateSubscriptionGroup")
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName")
+    reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
+    enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
+
+    # -- NameServer registration
+    register_name_server_period_ms: int = Field(30_000, alias="registerNameServerPeriod", ge=50)
+    register_broker_timeout_ms: int = Field(24_000, alias="registerBrokerTimeoutMills", ge=1)
+    broker_not_active_timeout_ms: int = Field(10_000, alias="brokerNotActiveTimeoutMillis", ge=1)
+    force_register: bool = Field(True, alias="forceRegister")
+    compressed_register: bool = Field(False, alias="compressedRegister")
+    enable_acting_master: bool = Field(False, alias="enableSlaveActingMaster")
+
+    # -- request families (thread-pool sizes upstream; concurrency caps here)
+    send_message_thread_pool_nums: int = Field(4, alias="sendMessageThreadPoolNums", ge=1)
+    pull_message_thread_pool_nums: int = Field(32, alias="pullMessageThreadPoolNums", ge=1)
+    query_message_thread_pool_nums: int = Field(16, alias="queryMessageThreadPoolNums", ge=1)
+    admin_broker_thread_pool_nums: int = Field(16, alias="adminBrokerThreadPoolNums", ge=1)
+    client_manage_thread_pool_nums: int = Field(32, alias="clientManageThreadPoolNums", ge=1)
+    consumer_manage_thread_pool_nums: int = Field(32, alias="consumerManageThreadPoolNums", ge=1)
+    send_thread_pool_queue_capacity: int = Field(10_000, alias="sendThreadPoolQueueCapacity", ge=0)
+    pull_thread_pool_queue_capacity: int = Field(100_000, alias="pullThreadPoolQueueCapacity", ge=0)
+    query_thread_pool_queue_capacity: int = Field(
+        20_000, alias="queryThreadPoolQueueCapacity", ge=0
+    )
+    admin_broker_thread_pool_queue_capacity: int = Field(
+        10_000, alias="adminBrokerThreadPoolQueueCapacity", ge=0
+    )
+    client_manager_thread_pool_queue_capacity: int = Field(
+        1_000_000, alias="clientManagerThreadPoolQueueCapacity", ge=0
+    )
+    consumer_manager_thread_pool_queue_capacity: int = Field(
+        1_000_000, alias="consumerManagerThreadPoolQueueCapacity", ge=0
+    )
+    broker_fast_failure_enable: bool = Field(True, alias="brokerFastFailureEnable")
+    wait_time_mills_in_send_queue: int = Field(200, alias="waitTimeMillsInSendQueue", ge=0)
+    wait_time_mills_in_pull_queue: int = Field(5_000, alias="waitTimeMillsInPullQueue", ge=0)
+    start_accept_send_request_time_stamp: int = Field(
+        0, alias="startAcceptSendRequestTimeStamp", ge=0
+    )
+
+    # -- consumption
+    long_polling_enable: bool = Field(True, alias="longPollingEnable")
+    short_polling_time_mills: int = Field(1_000, alias="shortPollingTimeMills", ge=1)
+    long_polling_check_interval_ms: int = Field(5_000, alias="longPollingCheckInterval", ge=10)
+    slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    channel_expired_timeout_ms: int = Field(120_000, alias="channelExpiredTimeout", ge=1)
+    client_scan_interval_ms: int = Field(10_000, alias="clientChannelScanInterval", ge=10)
+    rebalance_lock_max_live_time_ms: int = Field(
+        60_000, alias="rocketmq.broker.rebalance.lockMaxLiveTime", ge=1
+    )
+    flush_consumer_offset_interval_ms: int = Field(
+        5_000, alias="flushConsumerOffsetInterval", ge=10
+    )
+    flush_delay_offset_interval_ms: int = Field(10_000, alias="flushDelayOffsetInterval", ge=10)
+    schedule_scan_interval_ms: int = Field(100, alias="scheduleScanInterval", ge=1)
+    use_server_side_reset_offset: bool = Field(True, alias="useServerSideResetOffset")
+
+    # -- request timeouts towards NameServers and clients
+    notify_client_timeout_ms: int = Field(3_000, alias="notifyClientTimeoutMillis", ge=1)
+    shutdown_timeout_ms: int = Field(30_000, alias="shutdownTimeoutMillis", ge=1)
+
+    @field_validator("broker_name", "broker_cluster_name")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("namesrv_addr")
+    @classmethod
+    def _addresses(cls, value: str | None) -> str | None:
+        for addr in parse_namesrv_addrs(value):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected host:port[;host:port...], bad entry {addr!r}")
+        return value
+
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        """The NameServer addresses, in configured order."""
+        return parse_namesrv_addrs(self.namesrv_addr)

@@ -1,0 +1,1 @@
+"""JSON bodies of remoting requests and responses (upstream ``remoting/protocol/body``)."""
