@@ -2,50 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rocketpy.broker.client_manager import ClientChannelInfo, ConsumerManager, ProducerManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.body.heartbeat import SubscriptionData
-from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import Channel
 
-
-class _FakeChannel:
-    """A channel with real close state; requests sent on it are recorded."""
-
-    def __init__(self, peer: str) -> None:
-        self._peer = peer
-        self.closed = False
-        self.sent: list[RemotingCommand] = []
-
-    @property
-    def peer(self) -> str:
-        return self._peer
-
-    @property
-    def is_closed(self) -> bool:
-        return self.closed
-
-    def send_response(self, response: RemotingCommand) -> None:
-        self.sent.append(response)
-
-    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        raise ConnectionError("fake channel does not answer")
-
-    def invoke_oneway(self, request: RemotingCommand) -> None:
-        self.sent.append(request)
-
-    def close(self) -> None:
-        self.closed = True
+MakeChannel = Callable[[str], Channel]
 
 
-def _info(ch: _FakeChannel, client_id: str) -> ClientChannelInfo:
+def _info(ch: Channel, client_id: str) -> ClientChannelInfo:
     return ClientChannelInfo(channel=ch, client_id=client_id, language=0, version=479)
 
 
 def _register(
-    mgr: ConsumerManager, ch: _FakeChannel, client_id: str, *topics: str, version: int = 1
+    mgr: ConsumerManager, ch: Channel, client_id: str, *topics: str, version: int = 1
 ) -> bool:
     return mgr.register_consumer(
         "g",
@@ -58,7 +30,9 @@ def _register(
     )
 
 
-def test_consumer_manager_ids_changed_on_join_leave_and_topic_change() -> None:
+def test_consumer_manager_ids_changed_on_join_leave_and_topic_change(
+    make_channel: MakeChannel,
+) -> None:
     """1. c1 joins (T). 2. c1 heartbeats again. 3. c2 joins. 4. c2 drops topic T2 it had added.
     5. c1's channel closes.
     Expected: notifications for 1, 3, 4 and 5 only; each goes to every channel then in the group
@@ -69,7 +43,7 @@ def test_consumer_manager_ids_changed_on_join_leave_and_topic_change() -> None:
         events.append((group, sorted(c.peer for c in channels)))
 
     mgr = ConsumerManager(clock=ManualClock(), on_ids_changed=on_changed)
-    a, b = _FakeChannel("a:1"), _FakeChannel("b:1")
+    a, b = make_channel("a:1"), make_channel("b:1")
     assert _register(mgr, a, "c1", "T")
     assert not _register(mgr, a, "c1", "T", version=2)
     sub = mgr.find_subscription("g", "T")
@@ -91,14 +65,14 @@ def test_consumer_manager_ids_changed_on_join_leave_and_topic_change() -> None:
     assert mgr.group("g") is None
 
 
-def test_consumer_and_producer_expiry_scan() -> None:
+def test_consumer_and_producer_expiry_scan(make_channel: MakeChannel) -> None:
     """1. A consumer and a producer register. 2. 121 s pass with no heartbeat.
     Expected: both scans return the channel (the caller closes it) and the groups are gone;
     a heartbeat within the window keeps a channel."""
     clock = ManualClock()
     cm = ConsumerManager(channel_expired_timeout_ms=120_000, clock=clock)
     pm = ProducerManager(channel_expired_timeout_ms=120_000, clock=clock)
-    ch, live = _FakeChannel("a:1"), _FakeChannel("b:1")
+    ch, live = make_channel("a:1"), make_channel("b:1")
     _register(cm, ch, "c1", "T")
     pm.register_producer("p", _info(ch, "c1"))
     pm.register_producer("p", _info(live, "c2"))
