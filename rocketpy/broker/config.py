@@ -147,6 +147,9 @@ class BrokerConfig(RocketSettings):
     schedule_scan_interval_ms: int = Field(100, alias="scheduleScanInterval", ge=1)
     use_server_side_reset_offset: bool = Field(True, alias="useServerSideResetOffset")
 
+    config_black_list: str = Field("configBlackList;brokerConfigPath", alias="configBlackList")
+    notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
+
     # -- request timeouts towards NameServers and clients
     notify_client_timeout_ms: int = Field(3_000, alias="notifyClientTimeoutMillis", ge=1)
     shutdown_timeout_ms: int = Field(30_000, alias="shutdownTimeoutMillis", ge=1)

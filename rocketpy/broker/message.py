@@ -23,6 +23,7 @@ Batch body entry layout (big-endian):
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import struct
 from collections.abc import Mapping
@@ -111,6 +112,14 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return str(ipaddress.ip_address(addr)), port, offset
 
 
+def month_start_ms(now_ms: int) -> int:
+    """Wall-clock ms at 00:00 local time on the first day of ``now_ms``'s month (upstream uses
+    the JVM's default time zone)."""
+    now = dt.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return int(start.timestamp() * 1000)
+
+
 class UniqIdGenerator:
     """``MessageClientIDSetter.createUniqID``: 16 bytes as 32 upper-case hex characters.
 
@@ -131,10 +140,10 @@ class UniqIdGenerator:
         self._prefix = self._FIX.pack(packed, pid & 0x7FFF, seed & 0x7FFFFFFF).hex().upper()
         self._counter = 0
 
-    def create(self, month_start_ms: int, now_ms: int) -> str:
-        """A new id; ``month_start_ms`` is the wall-clock start of the current month."""
+    def create(self, now_ms: int) -> str:
+        """A new id for wall-clock time ``now_ms``."""
         self._counter = (self._counter + 1) & 0x7FFF
-        diff = (now_ms - month_start_ms) & 0x7FFFFFFF
+        diff = (now_ms - month_start_ms(now_ms)) & 0x7FFFFFFF
         return self._prefix + self._VAR.pack(diff, self._counter).hex().upper()
 
 

@@ -40,7 +40,7 @@ def test_offset_msg_id_ipv4_round_trip() -> None:
 def test_uniq_id_generator_is_unique_and_32_hex() -> None:
     """Two ids in the same millisecond differ (counter) and are 32 hex characters."""
     gen = UniqIdGenerator("10.0.0.5", 1234, 99)
-    a, b = gen.create(0, 5), gen.create(0, 5)
+    a, b = gen.create(1_700_000_000_000), gen.create(1_700_000_000_000)
     assert a != b
     assert len(a) == 32
     assert a.startswith("0A000005")

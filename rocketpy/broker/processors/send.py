@@ -1,0 +1,480 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
+
+Owns: the send checks (``msgCheck``: broker role and permission, topic name, not-allowed topics,
+auto-creation through TBW102, queue id), retry-topic handling (``%RETRY%`` -> ``%DLQ%`` after
+``maxReconsumeTimes`` or while the group holds orderly locks), the broker's property additions
+(``MSG_REGION``, ``TRACE_ON``, ``CLUSTER``, ``UNIQ_KEY``), delay levels (``DELAY=n`` ->
+``SCHEDULE_TOPIC_XXXX`` queue ``n-1`` with ``REAL_TOPIC``/``REAL_QID``, as ``HookUtils``), and
+mapping store results to response codes. Mirrors ``broker/processor/SendMessageProcessor`` and
+``AbstractSendMessageProcessor`` (client-flows.md sections 2.3, 2.4, 6.1; message-format.md
+section 5).
+
+Decided: transactional half messages (``TRAN_MSG=true``) are refused with NO_PERMISSION, as an
+upstream broker with ``rejectTransactionMessage=true`` does; this broker has no transaction
+check-back service. A batch stores each message's own properties plus the broker-added ones
+(message-format.md section 5, the recommended form; not upstream issue #9416's behaviour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import structlog
+
+from rocketpy.broker import topic_validator as tv
+from rocketpy.broker.message import (
+    BatchEntry,
+    MessageConst,
+    create_offset_msg_id,
+    decode_batch_body,
+    decode_properties,
+    encode_properties,
+)
+from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.errors import CodecError, RemoteError
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
+from rocketpy.remoting.protocol.headers.broker import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    decode_send_header,
+)
+from rocketpy.remoting.transport.dispatch import Processor, RequestContext
+from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
+
+log = structlog.get_logger(__name__)
+
+MULTI_TAGS_FLAG: Final = 0x2
+TRANSACTION_MASK: Final = 0xC
+TRANSACTION_COMMIT: Final = 0x8
+MAX_PROPERTIES_BYTES: Final = 32767
+V3_4_9: Final = 121  # MQVersion ordinal from which the header's maxReconsumeTimes is honoured
+REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
+_PUT_FAILURES: Final[Mapping[PutMessageStatus, tuple[int, str]]] = {
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the "
+        "broker's disk is full, messages are put to the slave, message store has been shut down, "
+        "etc.",
+    ),
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (
+        ResponseCode.SYSTEM_ERROR,
+        "in-sync replicas not enough",
+    ),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+_STORED_CODES: Final[Mapping[PutMessageStatus, int]] = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+def _parse_host(peer: str) -> tuple[str, int]:
+    host, _, port = peer.rpartition(":")
+    host = host.strip("[]")
+    return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+
+
+def _int_prop(props: Mapping[str, str], key: str) -> int:
+    try:
+        return int(props.get(key, "0"))
+    except ValueError:
+        return 0
+
+
+class SendMessageProcessor:
+    """Message sends and consumer send-backs."""
+
+    def __init__(self, rt: BrokerRuntime) -> None:
+        """Args: ``rt`` the shared broker state."""
+        self._rt = rt
+
+    def handlers(self) -> Mapping[int, Processor]:
+        """Request code -> processor."""
+        return {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+        }
+
+    # -- helpers shared with the schedule service ----------------------------------------
+
+    def illegal_remark(self) -> str:
+        """The MESSAGE_ILLEGAL remark (``handlePutMessageResult``)."""
+        return (
+            "the message is illegal, maybe msg body or properties length not matched. msg body "
+            f"length limit {self._rt.max_message_size}B, msg properties length limit 32KB."
+        )
+
+    def apply_delay(self, msg: MessageToStore) -> None:
+        """``HookUtils.transformDelayLevelMessage``: a message with ``DELAY=n>0`` (and not a
+        half/rollback transaction record) goes to ``SCHEDULE_TOPIC_XXXX`` queue ``n-1``."""
+        tran = msg.sys_flag & TRANSACTION_MASK
+        if tran not in (0, TRANSACTION_COMMIT):
+            return
+        level = _int_prop(msg.properties, MessageConst.DELAY)
+        if level <= 0:
+            return
+        level = min(level, self._rt.max_delay_level)
+        msg.properties[MessageConst.DELAY] = str(level)
+        msg.properties[MessageConst.REAL_TOPIC] = msg.topic
+        msg.properties[MessageConst.REAL_QID] = str(msg.queue_id)
+        msg.topic = tv.RMQ_SYS_SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
+
+    async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """``processRequest`` for the three send codes."""
+        rt = self._rt
+        header = decode_send_header(request.code, request.ext_fields)
+        ext = {
+            MessageConst.MSG_REGION: rt.config.region_id,
+            MessageConst.TRACE_ON: "true" if rt.config.trace_on else "false",
+        }
+        if rt.is_slave:
+            return request.make_response(ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
+        if rt.clock.wall_ms() < rt.config.start_accept_send_request_time_stamp:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker unable to service, until {rt.config.start_accept_send_request_time_stamp}",
+                ext_fields=dict(ext),
+            )
+        try:
+            topic_config = self._msg_check(ctx, header)
+        except RemoteError as e:
+            return request.make_response(e.code, e.remark, ext_fields=dict(ext))
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return await self._send_batch(ctx, request, header, topic_config, ext)
+        return await self._send_one(ctx, request, header, topic_config, ext)
+
+    def _msg_check(self, ctx: RequestContext, h: SendMessageRequestHeader) -> TopicConfig:
+        """``msgCheck``: the topic's config (auto-created if allowed), or RemoteError."""
+        rt = self._rt
+        if not rt.broker_writable and rt.topics.is_order_topic(h.topic):
+            raise RemoteError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{rt.config.broker_ip1}] sending message is forbidden",
+            )
+        remark = tv.validate_topic(h.topic)
+        if remark is not None:
+            raise RemoteError(ResponseCode.INVALID_PARAMETER, remark)
+        if tv.is_not_allowed_send_topic(h.topic):
+            raise RemoteError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden."
+            )
+        topic_config = rt.topics.select(h.topic)
+        if topic_config is None:
+            log.warning("the topic not exist", topic=h.topic, producer=ctx.channel.peer)
+            topic_config = rt.topics.create_in_send(
+                h.topic, h.default_topic, h.default_topic_queue_nums, 0, ctx.channel.peer
+            )
+            if topic_config is None and tv.is_retry_topic(h.topic):
+                topic_config = rt.topics.create_in_send_back(h.topic, 1, PERM_READ | PERM_WRITE)
+            if topic_config is None:
+                raise RemoteError(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{h.topic}] not exist, apply first please!",
+                )
+        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if h.queue_id >= valid:
+            raise RemoteError(
+                ResponseCode.INVALID_PARAMETER,
+                f"request queueId[{h.queue_id}] is illegal, {topic_config} Producer: "
+                f"{ctx.channel.peer}",
+            )
+        return topic_config
+
+    def _pick_queue(self, h: SendMessageRequestHeader, topic_config: TopicConfig) -> int:
+        if h.queue_id >= 0:
+            return h.queue_id
+        return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
+
+    def _base_properties(self, text: str | None) -> dict[str, str]:
+        rt = self._rt
+        props = decode_properties(text)
+        props[MessageConst.MSG_REGION] = rt.config.region_id
+        props[MessageConst.TRACE_ON] = "true" if rt.config.trace_on else "false"
+        props.pop(MessageConst.POP_CK, None)
+        props[MessageConst.CLUSTER] = rt.config.broker_cluster_name
+        return props
+
+    def _ensure_uniq_key(self, props: dict[str, str]) -> str:
+        uniq = props.get(MessageConst.UNIQ_KEY)
+        if not uniq:
+            uniq = self._rt.uniq_ids.create(self._rt.clock.wall_ms())
+            props[MessageConst.UNIQ_KEY] = uniq
+        return uniq
+
+    async def _send_one(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        h: SendMessageRequestHeader,
+        topic_config: TopicConfig,
+        ext: dict[str, str],
+    ) -> RemotingCommand:
+        rt = self._rt
+        body = request.body or b""
+        props = self._base_properties(h.properties)
+        if len(body) > rt.max_message_size or _props_too_large(props):
+            return request.make_response(
+                ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark(), ext_fields=dict(ext)
+            )
+        queue_id = self._pick_queue(h, topic_config)
+        msg = MessageToStore(
+            topic=h.topic,
+            queue_id=queue_id,
+            body=body,
+            flag=h.flag,
+            properties=props,
+            sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=_parse_host(ctx.channel.peer),
+            store_host=rt.store_host,
+            reconsume_times=h.reconsume_times or 0,
+        )
+        try:
+            topic_config = self._handle_retry_and_dlq(request, h, msg, topic_config)
+        except RemoteError as e:
+            return request.make_response(e.code, e.remark, ext_fields=dict(ext))
+        if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
+            msg.sys_flag |= MULTI_TAGS_FLAG
+        uniq = self._ensure_uniq_key(props)
+        tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
+        if tran and not (msg.reconsume_times > 0 and _int_prop(props, MessageConst.DELAY) > 0):
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
+                ext_fields=dict(ext),
+            )
+        self.apply_delay(msg)
+        result = await rt.store.put_message(msg)
+        if result.stored:
+            rt.stats.inc_put()
+        return self._put_response(request, result, queue_id, uniq, ext)
+
+    def _handle_retry_and_dlq(
+        self,
+        request: RemotingCommand,
+        h: SendMessageRequestHeader,
+        msg: MessageToStore,
+        topic_config: TopicConfig,
+    ) -> TopicConfig:
+        """``handleRetryAndDLQ``: a ``%RETRY%`` send past its reconsume budget, or while the
+        group holds orderly locks, is redirected to ``%DLQ%<group>`` with ``DELAY=-1``."""
+        if not tv.is_retry_topic(h.topic):
+            return topic_config
+        rt = self._rt
+        group = h.topic[len(tv.RETRY_GROUP_TOPIC_PREFIX) :]
+        group_config = rt.groups.find(group)
+        if group_config is None:
+            raise RemoteError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = group_config.retry_max_times
+        if request.version >= V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        reconsume = h.reconsume_times or 0
+        if reconsume > max_times or not rt.locks.is_lock_all_expired(group):
+            msg.properties[MessageConst.DELAY] = "-1"
+            msg.topic = tv.dlq_topic(group)
+            msg.queue_id = rt.rng.randrange(tv.DLQ_NUMS_PER_GROUP)
+            return rt.topics.create_in_send_back(
+                msg.topic, tv.DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE
+            )
+        return topic_config
+
+    async def _send_batch(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        h: SendMessageRequestHeader,
+        topic_config: TopicConfig,
+        ext: dict[str, str],
+    ) -> RemotingCommand:
+        rt = self._rt
+
+        def illegal(remark: str) -> RemotingCommand:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark, ext_fields=dict(ext))
+
+        if len(h.topic) > tv.TOPIC_MAX_LENGTH:
+            return illegal(f"message topic length too long {len(h.topic)}")
+        if tv.is_retry_topic(h.topic):
+            return illegal(f"batch request does not support retry group {h.topic}")
+        body = request.body or b""
+        if not body or len(body) > rt.max_message_size:
+            return illegal(self.illegal_remark())
+        try:
+            entries = decode_batch_body(body)
+        except CodecError as e:
+            return illegal(f"batch body is malformed: {e}")
+        if not entries:
+            return illegal(self.illegal_remark())
+        queue_id = self._pick_queue(h, topic_config)
+        sys_flag = h.sys_flag
+        if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
+            sys_flag |= MULTI_TAGS_FLAG
+        msgs = [self._batch_message(ctx, h, e, queue_id, sys_flag) for e in entries]
+        if any(_props_too_large(m.properties) for m in msgs):
+            return illegal(self.illegal_remark())
+        result = await rt.store.put_messages(msgs)
+        if result.stored:
+            rt.stats.inc_put(len(msgs))
+        uniq = ",".join(m.properties[MessageConst.UNIQ_KEY] for m in msgs)
+        return self._put_response(request, result, queue_id, uniq, ext)
+
+    def _batch_message(
+        self,
+        ctx: RequestContext,
+        h: SendMessageRequestHeader,
+        entry: BatchEntry,
+        queue_id: int,
+        sys_flag: int,
+    ) -> MessageToStore:
+        props = dict(entry.properties)
+        props.update(
+            {
+                k: v
+                for k, v in self._base_properties(None).items()
+                if k not in props or k == MessageConst.CLUSTER
+            }
+        )
+        self._ensure_uniq_key(props)
+        return MessageToStore(
+            topic=h.topic,
+            queue_id=queue_id,
+            body=entry.body,
+            flag=entry.flag,
+            properties=props,
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=_parse_host(ctx.channel.peer),
+            store_host=self._rt.store_host,
+            reconsume_times=h.reconsume_times or 0,
+        )
+
+    def _put_response(
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        uniq: str,
+        ext: dict[str, str],
+    ) -> RemotingCommand:
+        """``handlePutMessageResult``."""
+        code = _STORED_CODES.get(result.status)
+        if code is None:
+            failure: tuple[int, str]
+            if result.status in (
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+            ):
+                failure = (ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark())
+            else:
+                failure = _PUT_FAILURES.get(
+                    result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
+                )
+            return request.make_response(failure[0], failure[1], ext_fields=dict(ext))
+        host, port = self._rt.store_host
+        msg_ids = ",".join(create_offset_msg_id(host, port, off) for off in result.wrote_offsets)
+        header = SendMessageResponseHeader(
+            msg_id=msg_ids,
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+            transaction_id=uniq,
+        )
+        return request.make_response(code, ext_fields={**ext, **to_ext(header)})
+
+    # -- CONSUMER_SEND_MSG_BACK ---------------------------------------------------------
+
+    async def consumer_send_msg_back(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """``consumerSendMsgBack`` (client-flows.md section 6.1)."""
+        h = from_ext(ConsumerSendMsgBackRequestHeader, request.ext_fields)
+        rt = self._rt
+        group_config = rt.groups.find(h.group)
+        if group_config is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {h.group}",
+            )
+        if not rt.broker_writable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{rt.config.broker_ip1}] sending message is forbidden",
+            )
+        if group_config.retry_queue_nums <= 0:
+            return request.make_response(ResponseCode.SUCCESS)
+        new_topic = tv.retry_topic(h.group)
+        queue_id = rt.rng.randrange(group_config.retry_queue_nums)
+        topic_config = rt.topics.create_in_send_back(
+            new_topic, group_config.retry_queue_nums, PERM_READ | PERM_WRITE
+        )
+        if not topic_config.perm & PERM_WRITE:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
+            )
+        original = rt.store.look_message_by_offset(h.offset)
+        if original is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}"
+            )
+        props = dict(original.properties)
+        props.setdefault(MessageConst.RETRY_TOPIC, original.topic)
+        props[MessageConst.WAIT] = "false"
+        max_times = group_config.retry_max_times
+        if request.version >= V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        if original.reconsume_times >= max_times or h.delay_level < 0:
+            new_topic = tv.dlq_topic(h.group)
+            queue_id = rt.rng.randrange(tv.DLQ_NUMS_PER_GROUP)
+            rt.topics.create_in_send_back(new_topic, tv.DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE)
+            props[MessageConst.DELAY] = "0"
+        else:
+            level = h.delay_level or 3 + original.reconsume_times
+            props[MessageConst.DELAY] = str(level)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = create_offset_msg_id(
+                original.store_host[0], original.store_host[1], original.commit_log_offset
+            )
+        msg = MessageToStore(
+            topic=new_topic,
+            queue_id=queue_id,
+            body=original.body,
+            flag=original.flag,
+            properties=props,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=original.born_host,
+            store_host=rt.store_host,
+            reconsume_times=original.reconsume_times + 1,
+        )
+        self.apply_delay(msg)
+        result = await rt.store.put_message(msg)
+        if result.stored:
+            rt.stats.inc_put()
+        if result.status == PutMessageStatus.PUT_OK:
+            return request.make_response(ResponseCode.SUCCESS)
+        return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.value)
+
+
+def _props_too_large(props: Mapping[str, str]) -> bool:
+    return len(encode_properties(props).encode("utf-8")) > MAX_PROPERTIES_BYTES

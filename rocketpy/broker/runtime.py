@@ -1,0 +1,74 @@
+"""BrokerRuntime: the components processors and background services share.
+
+Owns: nothing but references, wired by ``service.py`` (upstream passes ``BrokerController`` to
+every processor; this is the same idea without the controller's life cycle). Must not: start or
+stop anything.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
+from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.rebalance_lock import RebalanceLockManager
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store_api import BrokerStore
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
+
+#: Upper bound of a single pull's bytes when the client sends no ``maxMsgBytes`` (16 MiB frame).
+DEFAULT_PULL_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class BrokerRuntime:
+    """Shared broker state. ``store_host`` is set once the listener is bound."""
+
+    config: BrokerConfig
+    store: BrokerStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
+    producers: ProducerManager
+    locks: RebalanceLockManager
+    max_message_size: int = 4 * 1024 * 1024
+    max_delay_level: int = 18
+    is_slave: bool = False
+    default_query_max_num: int = 32
+    clock: Clock = SYSTEM_CLOCK
+    store_host: tuple[str, int] = ("127.0.0.1", 0)
+    #: Ask the outer API to re-register with the NameServers now (topic created or changed).
+    register_now: Callable[[], None] = _noop
+    stats: BrokerStats = field(default_factory=BrokerStats)
+    rng: random.Random = field(default_factory=random.Random)
+    uniq_ids: UniqIdGenerator = field(
+        default_factory=lambda: UniqIdGenerator("127.0.0.1", os.getpid(), random.getrandbits(31))
+    )
+
+    @property
+    def broker_writable(self) -> bool:
+        """``PermName.isWriteable(brokerPermission)``."""
+        return bool(self.config.broker_permission & PERM_WRITE)
+
+    @property
+    def broker_readable(self) -> bool:
+        """``PermName.isReadable(brokerPermission)``."""
+        return bool(self.config.broker_permission & PERM_READ)
+
+    @property
+    def store_addr(self) -> str:
+        """``brokerIP1:listenPort`` as the broker sees itself."""
+        return f"{self.store_host[0]}:{self.store_host[1]}"

@@ -1,0 +1,235 @@
+"""What the broker needs from the message store, as a Protocol, plus the values crossing it.
+
+Owns: :class:`BrokerStore` (the calls processors and services make), :class:`MessageToStore`
+(``MessageExtBrokerInner``), :class:`PutResult`/:class:`PutMessageStatus` and
+:class:`GetResult`/:class:`GetMessageStatus` (store.md sections 3 and 10), and
+:class:`StoredMessage` (a decoded commit-log record). Mirrors the subset of upstream's
+``MessageStore`` interface the broker processors call. Must not: implement storage; the store
+package does (``store_adapter.py`` binds it to this Protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+class PutMessageStatus(StrEnum):
+    """``PutMessageStatus`` names (the ones a broker can observe)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+#: Statuses whose message IS stored (the send response carries msgId/queueOffset).
+STORED_STATUSES = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+
+
+class GetMessageStatus(StrEnum):
+    """``GetMessageStatus`` names (the pull response remark)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"
+
+
+@dataclass(slots=True, kw_only=True)
+class MessageToStore:
+    """``MessageExtBrokerInner``: one message as the broker hands it to the store.
+
+    ``properties`` is the map; the store encodes it (message-format.md section 3).
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutResult:
+    """``PutMessageResult`` + ``AppendMessageResult``.
+
+    Attributes:
+        status: the outcome.
+        wrote_offsets: commit-log offset of each stored record (one per message of a batch).
+        queue_offset: consume-queue offset of the first stored message.
+        store_timestamp: the store time of the (first) record.
+    """
+
+    status: PutMessageStatus
+    wrote_offsets: tuple[int, ...] = ()
+    queue_offset: int = 0
+    store_timestamp: int = 0
+
+    @property
+    def stored(self) -> bool:
+        """True when the message is in the commit log (even if flush/replication timed out)."""
+        return self.status in STORED_STATUSES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetResult:
+    """``GetMessageResult``: records are whole stored records in queue order."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: Sequence[bytes] = ()
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        """Number of records."""
+        return len(self.records)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage:
+    """A decoded commit-log record (``MessageExt``)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    body: bytes
+    properties: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryResult:
+    """``QueryMessageResult``: matching records, newest index entries first."""
+
+    records: Sequence[bytes]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+#: Called for every dispatched message: (topic, queue id, new max offset, tags code).
+ArrivalListener = Callable[[str, int, int, int], None]
+
+#: Filters consume-queue entries by tags code during a read.
+TagsFilter = Callable[[int], bool]
+
+
+class BrokerStore(Protocol):
+    """The message-store calls the broker makes."""
+
+    async def put_message(self, msg: MessageToStore) -> PutResult:
+        """Append one message (flush/replication wait per config)."""
+        ...
+
+    async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch to one queue with consecutive queue offsets."""
+        ...
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_msg_nums: int,
+        max_total_bytes: int,
+        tags_filter: TagsFilter | None,
+    ) -> GetResult:
+        """Read up to ``max_msg_nums`` records from ``offset`` (store.md section 10)."""
+        ...
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next offset to be written (0 when the queue does not exist)."""
+        ...
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First available offset."""
+        ...
+
+    def offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, upper: bool
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (LOWER/UPPER boundary)."""
+        ...
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the record at the min offset (-1 when none)."""
+        ...
+
+    def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the record at ``offset`` (-1 when none)."""
+        ...
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the record at ``offset`` is still in the hot window."""
+        ...
+
+    def look_message_by_offset(self, commit_log_offset: int) -> StoredMessage | None:
+        """Decode the record at a commit-log offset."""
+        ...
+
+    def decode_message(self, record: bytes) -> StoredMessage:
+        """Decode one stored record (as returned by :meth:`get_message`)."""
+        ...
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The raw record at a commit-log offset."""
+        ...
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> QueryResult:
+        """QUERY_MESSAGE through the index."""
+        ...
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Register the long-polling wake-up hook."""
+        ...
+
+    def delete_topics(self, topics: set[str]) -> None:
+        """Drop consume queues of deleted topics."""
+        ...
+
+    def runtime_info(self) -> Mapping[str, str]:
+        """GET_BROKER_RUNTIME_INFO entries the store provides."""
+        ...
