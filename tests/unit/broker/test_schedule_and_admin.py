@@ -1,0 +1,170 @@
+"""ScheduleMessageService delivery and the admin processor over an in-memory store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rocketpy.broker.processors.admin import AdminProcessor, parse_attributes
+from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
+from rocketpy.common import fastjson
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.errors import ConfigError
+from rocketpy.store.config_files import delay_offset_path
+from rocketpy.store.config_shapes import DelayOffsetTable
+from tests.unit.broker.support import Harness
+from tests.unit.broker.test_send_processor import v2
+
+MakeHarness = Callable[..., Harness]
+
+
+def test_parse_delay_levels_units() -> None:
+    """'1s 5s 1m 2h 1d' -> ms per 1-based level; garbage raises ConfigError."""
+    assert parse_delay_levels("1s 5s 1m 2h 1d") == {
+        1: 1_000,
+        2: 5_000,
+        3: 60_000,
+        4: 7_200_000,
+        5: 86_400_000,
+    }
+    with pytest.raises(ConfigError):
+        parse_delay_levels("1x")
+
+
+async def test_schedule_delivers_when_due_and_persists(
+    harness: MakeHarness, tmp_path: Path
+) -> None:
+    """1. Send DELAY=2 (5 s) to T queue 1. 2. deliver_level(2) at +1 s and at +5 s.
+    Expected: not delivered early (returns the remaining 4000 ms); delivered at +5 s into T
+    queue 1 with DELAY removed, WAIT=false, same UNIQ_KEY and body; delayOffset.json has
+    level 2 -> 1 after persist."""
+    h = harness()
+    props = {"UNIQ_KEY": "U9", "DELAY": "2", "TAGS": "TagA"}
+    resp = await h.call(RequestCode.SEND_MESSAGE_V2, v2("T", queue_id=1, props=props), b"later")
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    svc = ScheduleMessageService(
+        h.store,
+        parse_delay_levels("1s 5s"),
+        tmp_path,
+        reput=h.store.put_message,
+        store_host=lambda: h.rt.store_host,
+        clock=h.clock,
+    )
+    h.clock.advance(1_000)
+    assert await svc.deliver_level(2) == 4_000
+    assert ("T", 1) not in h.store.queues
+    h.clock.advance(4_000)
+    assert await svc.deliver_level(2) == 0
+    real = h.store.queues[("T", 1)][0]
+    assert real.body == b"later"
+    assert "DELAY" not in real.properties
+    assert (real.properties["WAIT"], real.properties["UNIQ_KEY"]) == ("false", "U9")
+    async with asyncio.timeout(5):
+        await svc.persist()
+    assert fastjson.loads(delay_offset_path(tmp_path).read_text())["offsetTable"] == {"2": 1}
+    assert svc.snapshot().offset_table == {2: 1}
+
+
+def _admin(h: Harness) -> AdminProcessor:
+    admin = AdminProcessor(h.rt, delay_offsets=lambda: DelayOffsetTable(offset_table={1: 4}))
+    h.handlers.update(admin.handlers())
+    return admin
+
+
+def test_parse_attributes() -> None:
+    """'+a=1,-b' sets a and deletes b; an entry without +/- is refused."""
+    assert parse_attributes("+a=1,-b") == ({"a": "1"}, {"b"})
+    with pytest.raises(ValueError, match="format"):
+        parse_attributes("a=1")
+
+
+async def test_admin_topic_create_update_delete(harness: MakeHarness) -> None:
+    """UPDATE_AND_CREATE_TOPIC creates T (8/8 perm 6); system topics are refused; GET_TOPIC_CONFIG
+    returns it; GET_ALL_TOPIC_CONFIG has the wrapper keys; DELETE_TOPIC_IN_BROKER removes it."""
+    h = harness()
+    _admin(h)
+    create = {
+        "topic": "T",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "8",
+        "writeQueueNums": "8",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "order": "false",
+    }
+    resp = await h.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create)
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    resp = await h.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "topic": "TBW102"})
+    assert resp is not None
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    resp = await h.call(RequestCode.GET_TOPIC_CONFIG, {"topic": "T"})
+    assert resp is not None
+    assert resp.body is not None
+    assert fastjson.loads(resp.body)["writeQueueNums"] == 8
+    resp = await h.call(RequestCode.GET_ALL_TOPIC_CONFIG)
+    assert resp is not None
+    assert resp.body is not None
+    body = fastjson.loads(resp.body)
+    assert list(body) == [
+        "dataVersion",
+        "mappingDataVersion",
+        "topicConfigTable",
+        "topicQueueMappingDetailMap",
+        "topicQueueMappingInfoMap",
+    ]
+    assert "T" in body["topicConfigTable"]
+    resp = await h.call(RequestCode.GET_ALL_DELAY_OFFSET)
+    assert resp is not None
+    assert resp.body == b'{"offsetTable":{1:4}}'
+    resp = await h.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "T"})
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    assert h.rt.topics.select("T") is None
+
+
+async def test_admin_consume_stats_and_server_side_reset(harness: MakeHarness) -> None:
+    """1. Three messages on T queue 0; group g committed 1. 2. GET_CONSUME_STATS.
+    3. INVOKE_BROKER_TO_RESET_OFFSET to timestamp 0.
+    Expected: stats show brokerOffset 3 / consumerOffset 1 for queue 0; the reset answers
+    {queue 0 -> 0}, the committed offset is 0 and the next pull gets PULL_OFFSET_MOVED with
+    nextBeginOffset 0."""
+    h = harness()
+    _admin(h)
+    for _ in range(3):
+        await h.call(RequestCode.SEND_MESSAGE_V2, v2("T"), b"x")
+    h.rt.groups.find("g")
+    h.rt.offsets.commit_offset("p", "g", "T", 0, 1)
+    resp = await h.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "g", "topic": "T"})
+    assert resp is not None
+    assert resp.body is not None
+    assert (
+        b'{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":1'
+        in resp.body
+    )
+    reset = {"topic": "T", "group": "g", "timestamp": "0", "isForce": "true", "queueId": "-1"}
+    resp = await h.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    assert resp.body is not None
+    assert b'{"brokerName":"broker-a","queueId":0,"topic":"T"}:0' in resp.body
+    assert h.rt.offsets.query_offset("g", "T", 0) == 0
+    pull = {
+        "consumerGroup": "g",
+        "topic": "T",
+        "queueId": "0",
+        "queueOffset": "1",
+        "maxMsgNums": "32",
+        "sysFlag": "4",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+        "subscription": "*",
+    }
+    resp = await h.call(RequestCode.PULL_MESSAGE, pull)
+    assert resp is not None
+    assert (resp.code, resp.ext("nextBeginOffset")) == (ResponseCode.PULL_OFFSET_MOVED, "0")
