@@ -23,6 +23,14 @@ DEFAULT_LOG_DIR = Path.home() / "logs" / "rocketmqlogs"
 _listener: logging.handlers.QueueListener | None = None
 
 
+class _PassThroughQueueHandler(logging.handlers.QueueHandler):
+    """Queue the record untouched: the stock ``prepare`` formats it to a string, which would
+    destroy structlog's event dict before the listener's formatters see it."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
 def _shared_processors() -> list[structlog.types.Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -94,7 +102,7 @@ def setup_logging(
     q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     root = logging.getLogger()
     root.handlers.clear()
-    root.addHandler(logging.handlers.QueueHandler(q))
+    root.addHandler(_PassThroughQueueHandler(q))
     root.setLevel(level.upper())
     if _listener is not None:
         _listener.stop()

@@ -1,0 +1,148 @@
+"""The remoting client: one cached connection per address, invoke with a deadline, oneway.
+
+Owns: connecting (bounded by ``connect_timeout_s``), the address -> :class:`Connection` table, and
+reconnecting on the next call after a connection died. Requests the peer sends on a client
+connection (NOTIFY_CONSUMER_IDS_CHANGED, NOTIFY_BROKER_ROLE_CHANGED, ...) are dispatched to
+``registry``. Mirrors ``NettyRemotingClient`` (invokeSync / invokeOneway, channel table).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from rocketpy.common.errors import ConnectionClosed
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import FrameLimits
+from rocketpy.remoting.transport.connection import Connection
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry
+
+log = structlog.get_logger(__name__)
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port).
+
+    Raises:
+        ValueError: not ``host:port``.
+    """
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"bad address {addr!r}, expected host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    """Talks to any number of remoting servers."""
+
+    def __init__(
+        self,
+        *,
+        registry: ProcessorRegistry | None = None,
+        limits: FrameLimits | None = None,
+        connect_timeout_s: float = 3.0,
+        max_inflight_per_connection: int = 1024,
+        name: str = "remoting-client",
+    ) -> None:
+        self._registry = registry
+        self._limits = limits or FrameLimits()
+        self._connect_timeout_s = connect_timeout_s
+        self._max_inflight = max_inflight_per_connection
+        self._name = name
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        self._closed = False
+
+    async def connection(self, addr: str) -> Connection:
+        """The live connection to ``addr``, connecting if needed.
+
+        Raises:
+            ConnectionClosed: the connect failed or timed out, or the client is closed.
+        """
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.is_closed:
+            return conn
+        if self._closed:
+            raise ConnectionClosed(f"{self._name} is closed")
+        pending = self._connecting.get(addr)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._connecting[addr] = fut
+        try:
+            conn = await self._connect(addr)
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: waiters re-raise it, no "never retrieved" warning
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+        fut.set_result(conn)
+        self._conns[addr] = conn
+        return conn
+
+    async def _connect(self, addr: str) -> Connection:
+        try:
+            host, port = split_address(addr)
+        except ValueError as e:
+            raise ConnectionClosed(str(e)) from e
+        loop = asyncio.get_running_loop()
+
+        def factory() -> Connection:
+            return Connection(
+                self._registry,
+                limits=self._limits,
+                max_inflight=self._max_inflight,
+                on_closed=lambda c: self._forget(addr, c),
+                name=self._name,
+            )
+
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                _, conn = await loop.create_connection(factory, host, port)
+        except (OSError, TimeoutError) as e:
+            raise ConnectionClosed(f"connect to {addr} failed: {e!r}") from e
+        return conn
+
+    def _forget(self, addr: str, conn: Connection) -> None:
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """Send ``request`` to ``addr`` and await its response.
+
+        Raises:
+            RequestTimeout: no response within ``timeout_s`` (connect time included).
+            ConnectionClosed: could not connect, or the connection died first.
+        """
+        async with asyncio.timeout(timeout_s):
+            conn = await self.connection(addr)
+        return await conn.invoke(request, timeout_s)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        """Send a oneway request to ``addr``."""
+        conn = await self.connection(addr)
+        conn.invoke_oneway(request)
+
+    def close_connection(self, addr: str) -> None:
+        """Close the connection to ``addr`` if any."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        """Close every connection (idempotent)."""
+        self._closed = True
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            try:
+                async with asyncio.timeout(1.0):
+                    await conn.closed_event.wait()
+            except TimeoutError:
+                conn.abort()

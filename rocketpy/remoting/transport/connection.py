@@ -1,0 +1,276 @@
+"""One remoting connection, shared by servers and clients: framing, dispatch, pending requests,
+writes.
+
+Owns: an asyncio ``Protocol`` per TCP connection that splits the byte stream into frames (checking
+the length against :class:`FrameLimits` before buffering a frame), runs each incoming request as a
+contained task through :func:`dispatch`, matches responses to this side's pending requests by
+opaque, and coalesces everything written in one loop iteration into one ``write``. Implements the
+:class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the per-channel parts of
+``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand) and ``NettyDecoder``.
+
+A malformed or oversized frame is logged with the peer address and closes this connection only. When
+the connection dies every pending request fails with :class:`ConnectionClosed` chained to the cause.
+Back-pressure: when the transport's write buffer is over its high-water mark, reading pauses until
+it drains; in-flight requests beyond ``max_inflight`` are answered SYSTEM_BUSY straight away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Final, cast
+
+import structlog
+
+from rocketpy.common.aio import TaskSet
+from rocketpy.common.codes import ResponseCode
+from rocketpy.common.errors import CodecError, ConnectionClosed, RequestTimeout
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import (
+    LENGTH,
+    FrameLimits,
+    decode_frame,
+    encode_frame,
+    read_length,
+)
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
+
+log = structlog.get_logger(__name__)
+
+OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
+_COMPACT_AT: Final = 256 * 1024
+
+
+class Connection(asyncio.Protocol):
+    """A framed remoting connection (either side)."""
+
+    def __init__(
+        self,
+        registry: ProcessorRegistry | None,
+        *,
+        limits: FrameLimits,
+        max_inflight: int,
+        on_closed: Callable[[Connection], None] | None = None,
+        name: str = "remoting",
+    ) -> None:
+        self._registry = registry
+        self._limits = limits
+        self._max_inflight = max_inflight
+        self._on_closed = on_closed
+        self._name = name
+        self._transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._pos = 0
+        self._need = 0
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._closed = False
+        self._close_cause: BaseException | None = None
+        self._tasks = TaskSet(f"{name}/request")
+        self._ctx = RequestContext(channel=self)
+        self._peer = "?"
+        self.last_active = time.monotonic()
+        self.closed_event = asyncio.Event()
+
+    # -- Channel protocol ------------------------------------------------------------------------
+
+    @property
+    def peer(self) -> str:
+        """``host:port`` of the remote end."""
+        return self._peer
+
+    @property
+    def is_closed(self) -> bool:
+        """True once the connection is closed or closing."""
+        return self._closed
+
+    @property
+    def inflight(self) -> int:
+        """Requests from the peer being processed now."""
+        return len(self._tasks)
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Queue any command for writing; silently dropped once the connection is closed."""
+        if self._closed:
+            return
+        self._out.append(encode_frame(response))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` and await the response with the same opaque.
+
+        Raises:
+            RequestTimeout: no response within ``timeout_s``.
+            ConnectionClosed: the connection is or became closed.
+        """
+        if self._closed:
+            raise ConnectionClosed(f"connection to {self._peer} is closed") from self._close_cause
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[request.opaque] = fut
+        try:
+            self.send_response(request)
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        except TimeoutError as e:
+            raise RequestTimeout(
+                f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms,"
+                f" code {request.code}"
+            ) from e
+        finally:
+            if self._pending.get(request.opaque) is fut:
+                del self._pending[request.opaque]
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send a oneway request (flag bit 1 set); nothing comes back."""
+        request.flag |= 0b10
+        self.send_response(request)
+
+    def close(self) -> None:
+        """Close the connection after flushing what is queued (idempotent)."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._flush()
+            self._transport.close()
+        self._closed = True
+
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        if self._transport is not None:
+            self._transport.abort()
+        self._closed = True
+
+    async def wait_idle(self, timeout_s: float) -> None:
+        """Wait (bounded) until no request from the peer is in flight."""
+        deadline = time.monotonic() + timeout_s
+        while len(self._tasks) and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
+            await asyncio.sleep(0.01)
+
+    async def cancel_requests(self) -> None:
+        """Cancel requests still in flight (shutdown)."""
+        await self._tasks.cancel_all()
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Remember the transport and the peer address."""
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
+        peer = self._transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        """Append bytes and handle every complete frame."""
+        self.last_active = time.monotonic()
+        buf = self._buf
+        buf += data
+        try:
+            self._drain_frames()
+        except CodecError as e:
+            log.warning(
+                "decode error, closing channel", peer=self._peer, error=str(e), name=self._name
+            )
+            self._fail_pending(e)
+            self.abort()
+            return
+        if self._pos >= _COMPACT_AT or self._pos == len(buf):
+            del buf[: self._pos]
+            self._pos = 0
+
+    def _drain_frames(self) -> None:
+        buf = self._buf
+        while not self._closed:
+            available = len(buf) - self._pos
+            if self._need == 0:
+                if available < 4:
+                    return
+                self._need = read_length(buf[self._pos : self._pos + 4], self._limits)
+            if available < 4 + self._need:
+                return
+            start = self._pos + 4
+            payload = bytes(buf[start : start + self._need])
+            self._pos = start + self._need
+            self._need = 0
+            self._on_command(decode_frame(payload))
+
+    def _on_command(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            fut = self._pending.pop(cmd.opaque, None)
+            if fut is None:
+                log.warning(
+                    "receive response, but not matched any request",
+                    peer=self._peer,
+                    opaque=cmd.opaque,
+                    code=cmd.code,
+                )
+            elif not fut.done():
+                fut.set_result(cmd)
+            return
+        if self._registry is None:
+            if not cmd.is_oneway:
+                self.send_response(
+                    cmd.make_response(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {cmd.code} not supported",
+                    )
+                )
+            return
+        if len(self._tasks) >= self._max_inflight:
+            if not cmd.is_oneway:
+                self.send_response(cmd.make_response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
+            return
+        self._tasks.spawn(self._process(cmd))
+
+    async def _process(self, cmd: RemotingCommand) -> None:
+        assert self._registry is not None  # noqa: S101 - checked by the caller
+        response = await dispatch(self._registry, self._ctx, cmd)
+        if response is not None:
+            self.send_response(response)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out or self._transport is None or self._transport.is_closing():
+            self._out.clear()
+            return
+        out = self._out
+        self._out = []
+        self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self.last_active = time.monotonic()
+
+    def pause_writing(self) -> None:
+        """The peer reads slower than we write: stop reading new requests until it catches up."""
+        self._write_paused = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        """The write buffer drained below its low-water mark."""
+        self._write_paused = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail pending requests, notify the owner."""
+        self._closed = True
+        self._close_cause = exc
+        self._fail_pending(exc)
+        self._out.clear()
+        self.closed_event.set()
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    def _fail_pending(self, cause: BaseException | None) -> None:
+        pending = self._pending
+        self._pending = {}
+        for fut in pending.values():
+            if not fut.done():
+                err = ConnectionClosed(f"connection to {self._peer} closed")
+                err.__cause__ = cause
+                fut.set_exception(err)
+
+
+__all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection"]

@@ -1,0 +1,146 @@
+"""Frame and header codecs: client quirks, limits, malformed input, hypothesis round trips."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketpy.common.codes import LanguageCode
+from rocketpy.common.errors import CodecError, FrameTooLarge
+from rocketpy.remoting.protocol import header_json, header_rocketmq
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import (
+    FrameLimits,
+    SerializeType,
+    decode_frame,
+    encode_frame,
+    read_length,
+)
+
+int32 = st.integers(-(2**31), 2**31 - 1)
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+nonempty = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
+
+
+@st.composite
+def commands(draw: st.DrawFn, *, binary: bool = False) -> RemotingCommand:
+    """Commands representable in the chosen encoding."""
+    return RemotingCommand(
+        code=draw(st.integers(-32768, 32767) if binary else int32),
+        language=draw(st.sampled_from(list(LanguageCode))).value,
+        version=draw(st.integers(-32768, 32767) if binary else int32),
+        opaque=draw(int32),
+        flag=draw(int32),
+        remark=draw(st.none() | (nonempty if binary else text)),
+        ext_fields=draw(
+            st.none() | st.dictionaries(nonempty, nonempty if binary else text, max_size=6)
+        ),
+        body=draw(st.none() | st.binary(min_size=1, max_size=64)),
+    )
+
+
+@given(commands())
+def test_frame_json_round_trip(cmd: RemotingCommand) -> None:
+    """decode(encode(cmd)) == cmd for the JSON header."""
+    assert decode_frame(encode_frame(cmd)[4:]) == cmd
+
+
+@given(commands(binary=True))
+def test_frame_rocketmq_round_trip(cmd: RemotingCommand) -> None:
+    """decode(encode(cmd)) == cmd for ROCKETMQ headers (non-empty strings: '' reads as null)."""
+    if cmd.ext_fields == {}:
+        cmd.ext_fields = None
+    decoded = decode_frame(encode_frame(cmd, SerializeType.ROCKETMQ)[4:])
+    decoded.serialize_type = 0
+    assert decoded == cmd
+
+
+def test_header_json_cpp_client_shape() -> None:
+    """The C++ client: insertion-ordered keys, numbers inside extFields, trailing newline."""
+    raw = (
+        b'{"code":310,"language":"CPP","version":333,"opaque":7,"flag":0,"remark":"",'
+        b'"extFields":{"a":"pg","queueId":3,"sysFlag":0,"jstackEnable":false,"e":"1",'
+        b'"Signature":"","AccessKey":"","OnsChannel":""}}\n'
+    )
+    cmd = header_json.decode_header(raw)
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.remark) == (310, 1, 333, 7, "")
+    assert cmd.ext_fields is not None
+    assert cmd.ext_fields["queueId"] == "3"
+    assert cmd.ext_fields["jstackEnable"] == "false"
+
+
+def test_header_json_numeric_strings_and_language_forms() -> None:
+    """Numeric strings decode; language may be an ordinal; an unknown name is 'no language'."""
+    cmd = header_json.decode_header(b'{"code":"105","language":9,"opaque":"3","flag":"0"}')
+    assert (cmd.code, cmd.language, cmd.opaque, cmd.version) == (105, 9, 3, 0)
+    unknown = header_json.decode_header(b'{"code":1,"language":"KOTLIN","extFields":null}')
+    assert unknown.language == header_json.UNKNOWN_LANGUAGE
+    assert unknown.ext_fields is None
+
+
+def test_header_json_emits_string_ext_values_only() -> None:
+    """Every extFields value we emit is a JSON string (Go and C++ readers need that)."""
+    out = header_json.encode_header(RemotingCommand(code=0, ext_fields={"queueId": "3"}))
+    assert b'"queueId":"3"' in out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b"[1,2]", b'{"flag":1}', b'{"code":"abc"}', b'{"code":1,"extFields":[1]}'],
+)
+def test_header_json_malformed_raises_codec_error(raw: bytes) -> None:
+    """Malformed JSON headers raise CodecError (the connection is then closed)."""
+    with pytest.raises(CodecError):
+        header_json.decode_header(raw)
+
+
+def test_header_rocketmq_empty_strings_read_as_null() -> None:
+    """Java quirk: an empty remark and empty ext values decode as null."""
+    cmd = RemotingCommand(code=1, remark="", ext_fields={"k": "", "x": "1"})
+    decoded = header_rocketmq.decode_header(header_rocketmq.encode_header(cmd))
+    assert decoded.remark is None
+    assert decoded.ext_fields == {"x": "1"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\x00" * 5,
+        struct.pack(">hbhiii", 1, 0, 1, 1, 0, 1000) + b"\x00" * 8,
+        struct.pack(">hbhiii", 1, 0, 1, 1, 0, 0) + struct.pack(">i", 100),
+        struct.pack(">hbhiii", 1, 0, 1, 1, 0, 0) + struct.pack(">i", 3) + b"\x00\x09ab",
+    ],
+)
+def test_header_rocketmq_truncated_raises_codec_error(raw: bytes) -> None:
+    """Lengths that run past the header raise CodecError."""
+    with pytest.raises(CodecError):
+        header_rocketmq.decode_header(raw)
+
+
+def test_frame_limits_count_the_prefix() -> None:
+    """The largest accepted length value is max - 4, as Netty counts the prefix."""
+    limits = FrameLimits(max_frame_bytes=1024)
+    assert read_length(struct.pack(">i", 1020), limits) == 1020
+    with pytest.raises(FrameTooLarge):
+        read_length(struct.pack(">i", 1021), limits)
+    with pytest.raises(CodecError):
+        read_length(struct.pack(">i", 3), limits)
+
+
+def test_frame_bad_header_length_and_type() -> None:
+    """A header length beyond the frame, or an unknown serialize type, raises CodecError."""
+    with pytest.raises(CodecError, match="bad header length"):
+        decode_frame(struct.pack(">I", 50) + b"{}")
+    with pytest.raises(CodecError, match="unknown serialize type"):
+        decode_frame(struct.pack(">I", (7 << 24) | 2) + b"{}")
+
+
+@given(st.binary(max_size=200))
+def test_frame_decode_random_bytes_never_crashes(data: bytes) -> None:
+    """Arbitrary bytes either decode or raise CodecError, nothing else."""
+    with contextlib.suppress(CodecError):
+        decode_frame(data)
