@@ -1,0 +1,56 @@
+"""``mqshutdown namesrv|broker|controller``: SIGTERM the running daemons, as upstream's script does.
+
+Owns: finding rocketpy daemon processes by their command line (``/proc/<pid>/cmdline`` names
+``rocketpy.cli.<role>``) and signalling them. Upstream greps ``ps`` for the Java main class; the
+effect is the same: every matching daemon of this machine receives SIGTERM and stops in order.
+Exit status: 0 when at least one process was signalled, 1 when none runs, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+ROLES = ("namesrv", "broker", "controller")
+
+
+def find_daemons(role: str, proc: Path = Path("/proc")) -> list[int]:
+    """Pids whose command line runs ``rocketpy.cli.<role>`` (never this process)."""
+    marker = f"rocketpy.cli.{role}".encode()
+    pids: list[int] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in argv:
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``bin/mqshutdown``."""
+    parser = argparse.ArgumentParser(prog="mqshutdown", description=__doc__)
+    parser.add_argument("role", choices=ROLES)
+    args = parser.parse_args(argv)
+    pids = find_daemons(args.role)
+    if not pids:
+        print(f"No mq{args.role} running.")
+        return 1
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        print(f"The mq{args.role}({pid}) is running...")
+        print(f"Send shutdown request to mq{args.role}({pid}) OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Run ``bin/`` commands as real processes: start, read until the boot line, stop with deadlines.
+
+Every daemon test uses :class:`Daemon`: it starts ``bin/<cmd>`` with a config file, reads stdout
+until a regex matches (learning the real port), and on stop sends SIGTERM, waits with a deadline,
+then SIGKILLs. On failure the captured output is attached to the assertion message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / "bin"
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
+
+
+def bin_env(log_dir: Path) -> dict[str, str]:
+    """Environment for a bin/ command: this interpreter's venv first, logs under ``log_dir``."""
+    env = dict(os.environ, ROCKETPY_LOG_DIR=str(log_dir))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+class Daemon:
+    """A started ``bin/`` daemon."""
+
+    def __init__(self, argv: list[str], log_dir: Path) -> None:
+        self.argv = argv
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=bin_env(log_dir),
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def output(self) -> str:
+        """Everything printed so far."""
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout_s: float = 15.0) -> re.Match[str]:
+        """Block until a printed line matches ``pattern``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                for line in self.lines:
+                    match = pattern.search(line)
+                    if match:
+                        return match
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"{pattern.pattern!r} not printed by {self.argv}:\n{self.output()}")
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """SIGTERM, wait, SIGKILL if needed; return the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+def start_namesrv(tmp: Path, extra: str = "") -> tuple[Daemon, str]:
+    """Start ``bin/mqnamesrv`` on a free loopback port; return it and its address."""
+    conf = tmp / "namesrv.conf"
+    conf.write_text(
+        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={tmp / 'kv' / 'kvConfig.json'}\n"
+        f"configStorePath={tmp / 'kv' / 'namesrv.properties'}\n{extra}",
+        encoding="utf-8",
+    )
+    daemon = Daemon([str(BIN / "mqnamesrv"), "-c", str(conf)], tmp / "logs")
+    match = daemon.wait_for(NAMESRV_BOOT)
+    return daemon, match.group(1)
+
+
+def run_bin(
+    args: list[str], tmp: Path, timeout_s: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    """Run a short-lived bin/ command and capture its output."""
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=bin_env(tmp / "logs"),
+        check=False,
+    )
