@@ -99,7 +99,6 @@ class BrokerConfig(RocketSettings):
     register_broker_timeout_ms: int = Field(24_000, alias="registerBrokerTimeoutMills", ge=1)
     broker_not_active_timeout_ms: int = Field(10_000, alias="brokerNotActiveTimeoutMillis", ge=1)
     force_register: bool = Field(True, alias="forceRegister")
-    compressed_register: bool = Field(False, alias="compressedRegister")
     enable_acting_master: bool = Field(False, alias="enableSlaveActingMaster")
 
     # -- request families (thread-pool sizes upstream; concurrency caps here)

@@ -106,6 +106,20 @@ class PullRequestHoldService:
             self._checker = None
         await self._tasks.cancel_all()
 
+    def wake_all(self) -> None:
+        """Re-run every parked request now (shutdown: answer them instead of dropping them)."""
+        parked = [req for requests in self._table.values() for req in requests]
+        self._table.clear()
+        for req in parked:
+            self._run(req)
+
+    async def wait_woken(self, timeout_s: float) -> None:
+        """Wait (bounded) until every woken request has been answered."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while len(self._tasks):  # noqa: ASYNC110 - a handful of short tasks
+                    await asyncio.sleep(0.01)
+
     def suspend(self, req: PullRequest) -> None:
         """``suspendPullRequest``: park ``req`` until data arrives or its deadline."""
         if self._stop.is_set():

@@ -83,6 +83,15 @@ class SubscriptionGroupManager:
         self._forbidden.update(loaded.value.forbidden_table)
         self._data_version = loaded.value.data_version
 
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker settings in effect."""
+        return self._config
+
+    @config.setter
+    def config(self, value: BrokerConfig) -> None:
+        self._config = value
+
     def snapshot(self) -> SubscriptionGroupTable:
         """The table as the file and GET_ALL_SUBSCRIPTIONGROUP_CONFIG carry it."""
         return SubscriptionGroupTable(

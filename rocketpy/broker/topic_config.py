@@ -122,6 +122,15 @@ class TopicConfigManager:
         """Write ``topics.json`` (pretty, as upstream) with the previous content in ``.bak``."""
         await self._file.persist(self.wrapper())
 
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker settings in effect."""
+        return self._config
+
+    @config.setter
+    def config(self, value: BrokerConfig) -> None:
+        self._config = value
+
     # -- reading
 
     @property
@@ -251,6 +260,19 @@ class TopicConfigManager:
             log.info("create new topic", topic=topic_config.topic_name)
         self._table[topic_config.topic_name] = topic_config
         self._changed()
+
+    def update_order_topics(self, order_topics: Mapping[str, str]) -> None:
+        """``updateOrderTopicConfig``: topics the NameServer lists as ordered get ``order``
+        set (never cleared here; use UPDATE_AND_CREATE_TOPIC)."""
+        changed = False
+        for topic in order_topics:
+            found = self._table.get(topic)
+            if found is not None and not found.order:
+                self._table[topic] = replace(found, order=True)
+                log.info("update order topic config", topic=topic, order=True)
+                changed = True
+        if changed:
+            self._changed()
 
     def delete(self, topic: str) -> bool:
         """``deleteTopicConfig``; True if the topic existed."""

@@ -79,6 +79,22 @@ class MemStore:
         self.listeners: list[Callable[[str, int, int, int], None]] = []
         self.put_status = PutMessageStatus.PUT_OK
 
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def stop(self) -> None:
+        """Nothing to flush."""
+
+    def decode_records(self, body: bytes) -> list[StoredMessage]:
+        """The messages of a pull/query body of this fake's records."""
+        decoder = json.JSONDecoder()
+        out: list[StoredMessage] = []
+        text, pos = body.decode(), 0
+        while pos < len(text):
+            obj, pos = decoder.raw_decode(text, pos)
+            out.append(self.by_offset[obj["commitLogOffset"]])
+        return out
+
     def _append(self, msg: MessageToStore) -> StoredMessage:
         queue = self.queues.setdefault((msg.topic, msg.queue_id), [])
         stored = StoredMessage(

@@ -1,0 +1,549 @@
+"""BrokerService: wires one broker -- store, metadata managers, processors, remoting server,
+NameServer registration and the background services -- and runs its start/stop sequence.
+
+Owns: start-up (open and recover the store, load ``topics.json``/``subscriptionGroup.json``/
+``consumerOffset.json``/``delayOffset.json``, bind the listener, start long polling, delayed
+delivery, housekeeping, register with every NameServer) and the ordered stop of STYLE.md section 5:
+unregister from the NameServers, stop accepting and finish in-flight requests (parked pulls are
+answered), stop background services, persist metadata, then the store flushes, writes its
+checkpoint and closes its files. Mirrors ``broker/BrokerController`` (initialize, start,
+shutdown, registerBrokerAll). Must not: parse command lines (``cli/broker.py``).
+
+Decided: the remoting server has one ``stop`` (stop accepting + drain + close), so unregistration
+runs first, as upstream's ``shutdownBasicService`` does; between the two a new connection can still
+be accepted and is drained like the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
+from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketpy.broker.processors.admin import AdminProcessor
+from rocketpy.broker.processors.broker_config import BrokerConfigAccess, BrokerConfigProcessor
+from rocketpy.broker.processors.client_manage import ClientManageProcessor
+from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketpy.broker.processors.lock import LockProcessor
+from rocketpy.broker.processors.pull import PullMessageProcessor
+from rocketpy.broker.processors.query import QueryMessageProcessor
+from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.rebalance_lock import RebalanceLockManager
+from rocketpy.broker.request_gate import RequestGate, gated
+from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
+from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.common.aio import TaskSet, periodic
+from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.common.codes import RequestCode
+from rocketpy.common.errors import ConfigError
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import FrameLimits
+from rocketpy.remoting.protocol.headers.base import to_ext
+from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
+from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.transport.dispatch import Channel, Processor, ProcessorRegistry
+from rocketpy.remoting.transport.server import RemotingServer
+from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, DataVersion
+
+log = structlog.get_logger(__name__)
+
+
+class ManagedStore(BrokerStore, Protocol):
+    """A :class:`BrokerStore` with a life cycle."""
+
+    async def start(self) -> None:
+        """Open, recover and start dispatching; return when reads and writes are served."""
+        ...
+
+    async def stop(self) -> None:
+        """Flush the commit log and consume queues, write the checkpoint, close files."""
+        ...
+
+
+#: Builds the store once the executor for file work exists.
+StoreFactory = Callable[[Executor], ManagedStore]
+
+
+class BrokerService:
+    """One broker; ``start()`` returns when it serves and is registered, ``stop()`` is
+    idempotent and bounded."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store_root: Path,
+        store_factory: StoreFactory,
+        max_message_size: int = 4 * 1024 * 1024,
+        message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        is_slave: bool = False,
+        store_properties: Callable[[], Mapping[str, str]] = dict,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        """Build every component; nothing is opened or bound until :meth:`start`.
+
+        Args:
+            config: broker settings.
+            store_root: ``storePathRootDir`` (metadata files live in its ``config/``).
+            store_factory: opens the message store.
+            max_message_size: ``maxMessageSize``.
+            message_delay_level: ``messageDelayLevel``.
+            is_slave: ``brokerRole=SLAVE`` (refuses sends, no delayed delivery).
+            store_properties: the store's keys for GET_BROKER_CONFIG.
+            clock: time source.
+
+        Raises:
+            ConfigError: a bad ``messageDelayLevel``.
+        """
+        self._config = config
+        self._clock = clock
+        self._store_root = store_root
+        self._store_properties = store_properties
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-meta")
+        self._store = store_factory(self._executor)
+        self._levels = parse_delay_levels(message_delay_level)
+        self._config_version = DataVersion(timestamp=clock.wall_ms())
+        self._tasks = TaskSet(f"{config.broker_name}/broker")
+        self._stop = asyncio.Event()
+        self._register_wanted = asyncio.Event()
+        self._meta_dirty = asyncio.Event()
+        self._started = False
+        self._store_started = False
+        self._build(config, max_message_size, is_slave)
+
+    def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
+        clock = self._clock
+        self.topics = TopicConfigManager(
+            config,
+            self._store_root,
+            executor=self._executor,
+            clock=clock,
+            on_change=self._topics_changed,
+        )
+        self.groups = SubscriptionGroupManager(
+            config,
+            self._store_root,
+            executor=self._executor,
+            clock=clock,
+            on_change=self._meta_changed,
+        )
+        self.offsets = ConsumerOffsetManager(self._store_root, executor=self._executor, clock=clock)
+        self.consumers = ConsumerManager(
+            channel_expired_timeout_ms=config.channel_expired_timeout_ms,
+            clock=clock,
+            on_ids_changed=self._notify_ids_changed,
+        )
+        self.producers = ProducerManager(
+            channel_expired_timeout_ms=config.channel_expired_timeout_ms, clock=clock
+        )
+        self.runtime = BrokerRuntime(
+            config=config,
+            store=self._store,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            producers=self.producers,
+            locks=RebalanceLockManager(
+                max_live_time_ms=config.rebalance_lock_max_live_time_ms, clock=clock
+            ),
+            max_message_size=max_message_size,
+            max_delay_level=max(self._levels),
+            is_slave=is_slave,
+            clock=clock,
+            register_now=self._register_wanted.set,
+        )
+        self._send = SendMessageProcessor(self.runtime)
+        self._pull = PullMessageProcessor(self.runtime)
+        self.hold = PullRequestHoldService(
+            max_offset=self._store.max_offset_in_queue,
+            wake_up=self._pull.wake_up,
+            check_interval_ms=(
+                config.long_polling_check_interval_ms
+                if config.long_polling_enable
+                else config.short_polling_time_mills
+            ),
+            clock=clock,
+            name=f"{config.broker_name}/pull-hold",
+        )
+        self._pull.attach(self.hold)
+        self.schedule = ScheduleMessageService(
+            self._store,
+            self._levels,
+            self._store_root,
+            reput=self._reput,
+            store_host=lambda: self.runtime.store_host,
+            executor=self._executor,
+            scan_interval_ms=config.schedule_scan_interval_ms,
+            persist_interval_ms=config.flush_delay_offset_interval_ms,
+            clock=clock,
+        )
+        self.registry = self._build_registry(config)
+        self.server = RemotingServer(
+            self.registry,
+            host=config.bind_address,
+            port=config.listen_port,
+            limits=FrameLimits(),
+            idle_timeout_s=float(config.server_channel_max_idle_time_seconds),
+            max_inflight_per_connection=config.max_inflight_per_connection,
+            on_channel_closed=self._on_channel_closed,
+            name=config.broker_name,
+        )
+        self._client = RemotingClient(name=f"{config.broker_name}/outer")
+        self.outer = BrokerOuterAPI(self._client, timeout_ms=config.register_broker_timeout_ms)
+
+    def _build_registry(self, cfg: BrokerConfig) -> ProcessorRegistry:
+        rt = self.runtime
+        fast_fail = cfg.broker_fast_failure_enable
+
+        def gate(name: str, nums: int, capacity: int, wait_ms: int | None = None) -> RequestGate:
+            return RequestGate(
+                name,
+                max_concurrency=nums,
+                max_waiting=capacity,
+                max_wait_ms=wait_ms if fast_fail else None,
+            )
+
+        families: list[tuple[RequestGate, Mapping[int, Processor]]] = [
+            (
+                gate(
+                    "send",
+                    cfg.send_message_thread_pool_nums,
+                    cfg.send_thread_pool_queue_capacity,
+                    cfg.wait_time_mills_in_send_queue,
+                ),
+                self._send.handlers(),
+            ),
+            (
+                gate(
+                    "pull",
+                    cfg.pull_message_thread_pool_nums,
+                    cfg.pull_thread_pool_queue_capacity,
+                    cfg.wait_time_mills_in_pull_queue,
+                ),
+                self._pull.handlers(),
+            ),
+            (
+                gate(
+                    "query",
+                    cfg.query_message_thread_pool_nums,
+                    cfg.query_thread_pool_queue_capacity,
+                ),
+                QueryMessageProcessor(rt).handlers(),
+            ),
+            (
+                gate(
+                    "client",
+                    cfg.client_manage_thread_pool_nums,
+                    cfg.client_manager_thread_pool_queue_capacity,
+                ),
+                ClientManageProcessor(rt).handlers(),
+            ),
+            (
+                gate(
+                    "consumer",
+                    cfg.consumer_manage_thread_pool_nums,
+                    cfg.consumer_manager_thread_pool_queue_capacity,
+                ),
+                {**ConsumerManageProcessor(rt).handlers(), **LockProcessor(rt).handlers()},
+            ),
+            (
+                gate(
+                    "admin",
+                    cfg.admin_broker_thread_pool_nums,
+                    cfg.admin_broker_thread_pool_queue_capacity,
+                ),
+                {
+                    **AdminProcessor(rt, delay_offsets=self.schedule.snapshot).handlers(),
+                    **BrokerConfigProcessor(_ConfigAccess(self)).handlers(),
+                },
+            ),
+        ]
+        registry = ProcessorRegistry()
+        for family_gate, handlers in families:
+            for code, processor in handlers.items():
+                registry.register(code, gated(family_gate, processor))
+        return registry
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective configuration (UPDATE_BROKER_CONFIG replaces it)."""
+        return self._config
+
+    @property
+    def store(self) -> ManagedStore:
+        """The message store."""
+        return self._store
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:port`` as registered (the real port once started)."""
+        return f"{self._config.broker_ip1}:{self.server.port}"
+
+    def identity(self) -> BrokerIdentity:
+        """This broker's registration identity."""
+        cfg = self._config
+        ha_host = cfg.broker_ip2 or cfg.broker_ip1
+        return BrokerIdentity(
+            cluster_name=cfg.broker_cluster_name,
+            broker_name=cfg.broker_name,
+            broker_addr=self.address,
+            broker_id=cfg.broker_id,
+            ha_server_addr=f"{ha_host}:{self.server.port + 1}",
+        )
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover the store, load metadata, bind, start services, register."""
+        structlog.contextvars.bind_contextvars(
+            cluster=self._config.broker_cluster_name,
+            broker_name=self._config.broker_name,
+            broker_id=self._config.broker_id,
+        )
+        await self._store.start()
+        self._store_started = True
+        await self.topics.load()
+        await self.groups.load()
+        await self.offsets.load()
+        await self.schedule.load()
+        self._store.add_arrival_listener(self.hold.notify_message_arriving)
+        await self.server.start()
+        self.runtime.store_host = (self._config.broker_ip1, self.server.port)
+        self.runtime.uniq_ids = UniqIdGenerator(
+            self._config.broker_ip1, os.getpid(), self.runtime.rng.getrandbits(31)
+        )
+        await self.hold.start()
+        if not self.runtime.is_slave:
+            await self.schedule.start()
+        self._start_loops()
+        self._started = True
+        await self.register_broker_all(force=True)
+        log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
+
+    def _start_loops(self) -> None:
+        cfg = self._config
+        name = cfg.broker_name
+        self._tasks.spawn(self._register_loop(), name=f"{name}/register")
+        self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta")
+        self._tasks.spawn(
+            periodic(
+                cfg.flush_consumer_offset_interval_ms / 1000,
+                self.offsets.persist_if_dirty,
+                stop=self._stop,
+                name="persist-offsets",
+            ),
+            name=f"{name}/persist-offsets",
+        )
+        self._tasks.spawn(
+            periodic(
+                cfg.client_scan_interval_ms / 1000,
+                self._scan_clients,
+                stop=self._stop,
+                name="client-scan",
+            ),
+            name=f"{name}/client-scan",
+        )
+        self._tasks.spawn(
+            periodic(1.0, self._sample_stats, stop=self._stop, name="stats"), name=f"{name}/stats"
+        )
+
+    async def stop(self) -> None:
+        """Unregister, drain and close connections, stop services, persist, close the store."""
+        if not self._started:
+            await self._close_store_and_executor()
+            return
+        self._started = False
+        budget = self._config.shutdown_timeout_ms / 1000
+        log.info("broker shutdown: unregister from name servers")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(budget / 3):
+                await self.outer.unregister_broker_all(
+                    self._config.namesrv_addr_list, self.identity()
+                )
+        log.info("broker shutdown: finish in-flight requests")
+        self.hold.wake_all()
+        await self.hold.wait_woken(budget / 6)
+        await self.server.stop(timeout_s=budget / 3)
+        self._stop.set()
+        await self.hold.stop()
+        await self.schedule.stop()
+        await self._tasks.cancel_all()
+        await self._client.close()
+        log.info("broker shutdown: persist metadata")
+        await self._persist_all()
+        await self._close_store_and_executor()
+        structlog.contextvars.unbind_contextvars("cluster", "broker_name", "broker_id")
+        log.info("broker shutdown: done")
+
+    async def _close_store_and_executor(self) -> None:
+        if self._store_started:
+            self._store_started = False
+            log.info("broker shutdown: flush commit log and queues, write checkpoint, close files")
+            await self._store.stop()
+        self._executor.shutdown(wait=True)
+
+    async def _persist_all(self) -> None:
+        for persist in (self.topics.persist, self.groups.persist, self.offsets.persist):
+            try:
+                await persist()
+            except OSError:
+                log.exception("persist metadata failed")
+
+    # -- registration ----------------------------------------------------------------------
+
+    async def register_broker_all(self, *, force: bool) -> None:
+        """``registerBrokerAll``: full registration with every NameServer (light path first
+        when ``force`` is False)."""
+        namesrvs = self._config.namesrv_addr_list
+        if not namesrvs:
+            return
+        wrapper = self.topics.wrapper()
+        perm = self._config.broker_permission
+        if perm & (PERM_READ | PERM_WRITE) != (PERM_READ | PERM_WRITE):
+            wrapper = replace(
+                wrapper,
+                topic_config_table={
+                    k: replace(v, perm=v.perm & perm) for k, v in wrapper.topic_config_table.items()
+                },
+            )
+        who = self.identity()
+        if not force and not await self.outer.need_register(namesrvs, who, wrapper):
+            return
+        results = await self.outer.register_broker_all(
+            namesrvs,
+            who,
+            wrapper,
+            heartbeat_timeout_ms=self._config.broker_not_active_timeout_ms,
+            enable_acting_master=self._config.enable_acting_master,
+        )
+        for result in results:
+            if result.order_topics:
+                self.topics.update_order_topics(result.order_topics)
+
+    async def _register_loop(self) -> None:
+        period = self._config.register_name_server_period_ms / 1000
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period):
+                    await self._register_wanted.wait()
+            if self._stop.is_set():
+                return
+            forced = self._register_wanted.is_set()
+            self._register_wanted.clear()
+            try:
+                await self.register_broker_all(force=forced or self._config.force_register)
+            except (OSError, TimeoutError) as e:
+                log.warning("register broker all failed", error=repr(e))
+
+    def _topics_changed(self) -> None:
+        self._meta_dirty.set()
+        self._register_wanted.set()
+
+    def _meta_changed(self) -> None:
+        self._meta_dirty.set()
+
+    async def _meta_loop(self) -> None:
+        while not self._stop.is_set():
+            await self._meta_dirty.wait()
+            self._meta_dirty.clear()
+            try:
+                await self.topics.persist()
+                await self.groups.persist()
+            except OSError:
+                log.exception("persist topics/groups failed; retrying")
+                self._meta_dirty.set()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        await self._stop.wait()
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def _on_channel_closed(self, channel: Channel) -> None:
+        self.producers.on_channel_closed(channel)
+        self.consumers.on_channel_closed(channel)
+
+    async def _scan_clients(self) -> None:
+        for channel in (
+            self.producers.scan_not_active_channels() + self.consumers.scan_not_active_channels()
+        ):
+            channel.close()
+
+    def _notify_ids_changed(self, group: str, channels: Sequence[Channel]) -> None:
+        if not self._config.notify_consumer_ids_changed_enable:
+            return
+        header = to_ext(GroupRequestHeader(consumer_group=group))
+        for channel in channels:
+            if not channel.is_closed:
+                channel.invoke_oneway(
+                    RemotingCommand.request(
+                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True
+                    )
+                )
+
+    async def _sample_stats(self) -> None:
+        self.runtime.stats.sample()
+
+    async def _reput(self, msg: MessageToStore) -> PutResult:
+        result = await self._store.put_message(msg)
+        if result.stored:
+            self.runtime.stats.inc_put()
+        return result
+
+    # -- live config -----------------------------------------------------------------------
+
+    def apply_config(self, config: BrokerConfig) -> None:
+        """Swap in an updated configuration (UPDATE_BROKER_CONFIG)."""
+        self._config = config
+        self.runtime.config = config
+        self.topics.config = config
+        self.groups.config = config
+        self._config_version = self._config_version.next_version(self._clock.wall_ms())
+        self._register_wanted.set()
+
+
+class _ConfigAccess(BrokerConfigAccess):
+    """The service's configuration as GET/UPDATE_BROKER_CONFIG see it."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self._svc = service
+
+    def render(self) -> dict[str, str]:
+        out = dict(self._svc.config.to_properties())
+        out.update(self._svc._store_properties())
+        return out
+
+    @property
+    def data_version(self) -> DataVersion:
+        return self._svc._config_version
+
+    @property
+    def black_list(self) -> frozenset[str]:
+        return frozenset(k for k in self._svc.config.config_black_list.split(";") if k)
+
+    def update(self, values: Mapping[str, str]) -> None:
+        known = BrokerConfig.keys()
+        unknown = sorted(k for k in values if k not in known)
+        if unknown:
+            raise ConfigError(
+                unknown[0], values[unknown[0]], "not a broker key that can be updated live"
+            )
+        self._svc.apply_config(self._svc.config.with_updates(values))
