@@ -33,16 +33,11 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
-from rocketpy.broker.processors.admin import AdminProcessor
-from rocketpy.broker.processors.broker_config import BrokerConfigAccess, BrokerConfigProcessor
-from rocketpy.broker.processors.client_manage import ClientManageProcessor
-from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
-from rocketpy.broker.processors.lock import LockProcessor
+from rocketpy.broker.processors import build_registry
+from rocketpy.broker.processors.broker_config import BrokerConfigAccess
 from rocketpy.broker.processors.pull import PullMessageProcessor
-from rocketpy.broker.processors.query import QueryMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
-from rocketpy.broker.request_gate import RequestGate, gated
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
@@ -57,7 +52,7 @@ from rocketpy.remoting.protocol.frame import FrameLimits
 from rocketpy.remoting.protocol.headers.base import to_ext
 from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
-from rocketpy.remoting.transport.dispatch import Channel, Processor, ProcessorRegistry
+from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, DataVersion
 
@@ -194,7 +189,13 @@ class BrokerService:
             persist_interval_ms=config.flush_delay_offset_interval_ms,
             clock=clock,
         )
-        self.registry = self._build_registry(config)
+        self.registry = build_registry(
+            self.runtime,
+            send=self._send,
+            pull=self._pull,
+            delay_offsets=self.schedule.snapshot,
+            config_access=_ConfigAccess(self),
+        )
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -207,79 +208,6 @@ class BrokerService:
         )
         self._client = RemotingClient(name=f"{config.broker_name}/outer")
         self.outer = BrokerOuterAPI(self._client, timeout_ms=config.register_broker_timeout_ms)
-
-    def _build_registry(self, cfg: BrokerConfig) -> ProcessorRegistry:
-        rt = self.runtime
-        fast_fail = cfg.broker_fast_failure_enable
-
-        def gate(name: str, nums: int, capacity: int, wait_ms: int | None = None) -> RequestGate:
-            return RequestGate(
-                name,
-                max_concurrency=nums,
-                max_waiting=capacity,
-                max_wait_ms=wait_ms if fast_fail else None,
-            )
-
-        families: list[tuple[RequestGate, Mapping[int, Processor]]] = [
-            (
-                gate(
-                    "send",
-                    cfg.send_message_thread_pool_nums,
-                    cfg.send_thread_pool_queue_capacity,
-                    cfg.wait_time_mills_in_send_queue,
-                ),
-                self._send.handlers(),
-            ),
-            (
-                gate(
-                    "pull",
-                    cfg.pull_message_thread_pool_nums,
-                    cfg.pull_thread_pool_queue_capacity,
-                    cfg.wait_time_mills_in_pull_queue,
-                ),
-                self._pull.handlers(),
-            ),
-            (
-                gate(
-                    "query",
-                    cfg.query_message_thread_pool_nums,
-                    cfg.query_thread_pool_queue_capacity,
-                ),
-                QueryMessageProcessor(rt).handlers(),
-            ),
-            (
-                gate(
-                    "client",
-                    cfg.client_manage_thread_pool_nums,
-                    cfg.client_manager_thread_pool_queue_capacity,
-                ),
-                ClientManageProcessor(rt).handlers(),
-            ),
-            (
-                gate(
-                    "consumer",
-                    cfg.consumer_manage_thread_pool_nums,
-                    cfg.consumer_manager_thread_pool_queue_capacity,
-                ),
-                {**ConsumerManageProcessor(rt).handlers(), **LockProcessor(rt).handlers()},
-            ),
-            (
-                gate(
-                    "admin",
-                    cfg.admin_broker_thread_pool_nums,
-                    cfg.admin_broker_thread_pool_queue_capacity,
-                ),
-                {
-                    **AdminProcessor(rt, delay_offsets=self.schedule.snapshot).handlers(),
-                    **BrokerConfigProcessor(_ConfigAccess(self)).handlers(),
-                },
-            ),
-        ]
-        registry = ProcessorRegistry()
-        for family_gate, handlers in families:
-            for code, processor in handlers.items():
-                registry.register(code, gated(family_gate, processor))
-        return registry
 
     # -- properties ------------------------------------------------------------------------
 
