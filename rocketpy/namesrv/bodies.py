@@ -15,6 +15,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any, Final
 
+import orjson
+
 from rocketpy.common import fastjson
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean
@@ -67,39 +69,22 @@ def encode_topic_route(route: TopicRouteData, *, standard: bool) -> bytes:
 
 
 def encode_standard(value: Any) -> str:
-    """fastjson with BrowserCompatible + QuoteFieldNames + MapSortField: quoted, sorted keys."""
-    return "".join(_standard_parts(value))
+    """fastjson with BrowserCompatible + QuoteFieldNames + MapSortField: quoted, sorted keys,
+    ``\\uXXXX`` (upper-case hex) for non-ASCII and ``\\/`` for ``/``."""
+    text = orjson.dumps(_standard_value(value)).decode()
+    if not text.isascii():
+        text = _NON_ASCII.sub(lambda m: f"\\u{ord(m.group(0)):04X}", text)
+    return text.replace("/", "\\/")
 
 
-def _standard_parts(value: Any) -> list[str]:
+def _standard_value(value: Any) -> Any:
     if isinstance(value, dict):
         items = [(k, v) for k, v in value.items() if not (isinstance(value, Bean) and v is None)]
         items.sort(key=lambda kv: (0, kv[0], "") if isinstance(kv[0], int) else (1, 0, kv[0]))
-        out = ["{"]
-        for i, (k, v) in enumerate(items):
-            if i:
-                out.append(",")
-            out.append(_standard_str(str(k)))
-            out.append(":")
-            out.extend(_standard_parts(v))
-        out.append("}")
-        return out
+        return {str(k): _standard_value(v) for k, v in items}
     if isinstance(value, list | tuple):
-        out = ["["]
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            out.extend(_standard_parts(item))
-        out.append("]")
-        return out
-    if isinstance(value, str):
-        return [_standard_str(value)]
-    return [fastjson.dumps(value)]
-
-
-def _standard_str(text: str) -> str:
-    quoted = fastjson.quote(text).replace("/", "\\/")
-    return _NON_ASCII.sub(lambda m: f"\\u{ord(m.group(0)):04X}", quoted)
+        return [_standard_value(v) for v in value]
+    return value
 
 
 def encode_cluster_info(

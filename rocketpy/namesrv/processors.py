@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Final
 
 import structlog
@@ -37,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 FAQ_URL: Final = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+ROUTE_CACHE_MAX: Final = 10_000
 
 Response = RemotingCommand
 
@@ -62,6 +64,9 @@ class DefaultRequestProcessor:
         self._clock = clock
         self._started_ms = started_ms
         self._notify_min_id = notify_min_id
+        # (topic, standard, acting master, order conf) -> (table generation, encoded body).
+        # Routes change rarely compared with lookups, so the body is encoded once per change.
+        self._route_cache: dict[tuple[str, bool, bool, str | None], tuple[int, bytes]] = {}
 
     def register(self, registry: ProcessorRegistry) -> None:
         """Route every NameServer code to its handler."""
@@ -241,6 +246,14 @@ class DefaultRequestProcessor:
             waited = self._clock.monotonic_ms() - self._started_ms
             if waited < cfg.wait_seconds_for_service * 1000:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, "name server not ready")
+        standard = req.version >= bodies.V4_9_4 or bool(hdr.accept_standard_json_only)
+        order_conf = (
+            self._kv.get(ORDER_TOPIC_CONFIG, hdr.topic) if cfg.order_message_enable else None
+        )
+        key = (hdr.topic, standard, cfg.support_acting_master, order_conf)
+        cached = self._route_cache.get(key)
+        if cached is not None and cached[0] == self._routes.generation:
+            return req.make_response(body=cached[1])
         route = self._routes.pickup_topic_route(
             hdr.topic, support_acting_master=cfg.support_acting_master
         )
@@ -250,17 +263,13 @@ class DefaultRequestProcessor:
                 f"No topic route info in name server for the topic: {hdr.topic}\n"
                 f"See {FAQ_URL} for further details.",
             )
-        if cfg.order_message_enable:
-            conf = self._kv.get(ORDER_TOPIC_CONFIG, hdr.topic)
-            if conf is not None:
-                route = type(route)(
-                    queue_datas=route.queue_datas,
-                    broker_datas=route.broker_datas,
-                    filter_server_table=route.filter_server_table,
-                    order_topic_conf=conf,
-                )
-        standard = req.version >= bodies.V4_9_4 or bool(hdr.accept_standard_json_only)
-        return req.make_response(body=bodies.encode_topic_route(route, standard=standard))
+        if order_conf is not None:
+            route = replace(route, order_topic_conf=order_conf)
+        body = bodies.encode_topic_route(route, standard=standard)
+        if len(self._route_cache) >= ROUTE_CACHE_MAX:
+            self._route_cache.clear()
+        self._route_cache[key] = (self._routes.generation, body)
+        return req.make_response(body=body)
 
     async def get_cluster_info(self, ctx: RequestContext, req: RemotingCommand) -> Response:
         """GET_BROKER_CLUSTER_INFO (106)."""

@@ -146,6 +146,8 @@ class RouteInfoManager:
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[BrokerKey, BrokerLiveInfo] = {}
         self.filter_server_table: dict[BrokerKey, tuple[str, ...]] = {}
+        #: bumped by every change that can alter a route; readers cache encoded routes by it.
+        self.generation = 0
         self._notify_min_id = notify_min_broker_id_changed
         self._delete_topic_with_registration = delete_topic_with_registration
 
@@ -157,6 +159,7 @@ class RouteInfoManager:
         Raises:
             RegisterRejected: a single-topic incremental registration before any full one (step 4).
         """
+        self.generation += 1
         names = self.cluster_addr_table.setdefault(req.cluster, set())
         names.add(req.broker_name)
         data = self.broker_addr_table.get(req.broker_name)
@@ -282,6 +285,7 @@ class RouteInfoManager:
 
     def unregister_broker(self, target: UnregisterTarget) -> MinIdChange | None:
         """Remove one broker; returns the min-id notification to send, if any."""
+        self.generation += 1
         key = BrokerKey(target.cluster, target.addr)
         self.broker_live_table.pop(key, None)
         self.filter_server_table.pop(key, None)
@@ -399,6 +403,7 @@ class RouteInfoManager:
 
     def delete_topic(self, topic: str, cluster: str | None) -> None:
         """Delete the topic, or only its queues on ``cluster``'s broker-sets."""
+        self.generation += 1
         if not cluster:
             self.topic_queue_table.pop(topic, None)
             return
@@ -407,12 +412,14 @@ class RouteInfoManager:
 
     def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
         """Add or replace queue data for known broker-sets."""
+        self.generation += 1
         for queue in queue_datas:
             if queue.broker_name in self.broker_addr_table:
                 self.topic_queue_table.setdefault(topic, {})[queue.broker_name] = queue
 
     def change_write_perm(self, broker_name: str, *, add: bool) -> int:
         """Clear PERM_WRITE (wipe) or set READ|WRITE (add) on the set's queues; return the count."""
+        self.generation += 1
         count = 0
         for queues in self.topic_queue_table.values():
             queue = queues.get(broker_name)

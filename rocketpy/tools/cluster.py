@@ -63,7 +63,12 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
             "namesrv",
             "namesrv",
             "rocketpy.cli.namesrv",
-            {"listenPort": str(base_port), "kvConfigPath": str(data / "namesrv" / "kvConfig.json")},
+            {
+                "listenPort": str(base_port),
+                "bindAddress": "127.0.0.1",
+                "kvConfigPath": str(data / "namesrv" / "kvConfig.json"),
+                "configStorePath": str(data / "namesrv" / "namesrv.properties"),
+            },
             NAMESRV_BOOT,
         )
     ]

@@ -107,27 +107,33 @@ async def test_namesrv_cluster_info_and_topic_lists(
 
 
 async def test_n_expiry_and_heartbeat(tmp_path: Path, client: RemotingClient) -> None:
-    """N: a broker with a 300 ms heartbeat timeout is kept alive by 904 and expires without it."""
+    """N: a broker with a 500 ms heartbeat timeout is kept alive by 904 and expires without it;
+    the NameServer closes the expired broker's channel."""
     service = NamesrvService(_config(tmp_path))
     await service.start()
+    broker = RemotingClient()
     try:
-        await register_broker(client, service.address, heartbeat_timeout_ms=300)
+        await register_broker(broker, service.address, heartbeat_timeout_ms=500)
         hb = {
             "clusterName": "DefaultCluster",
             "brokerAddr": "127.0.0.1:10911",
             "brokerName": "broker-a",
         }
-        for _ in range(6):
+        for _ in range(8):
             await asyncio.sleep(0.1)
-            await client.invoke(
+            await broker.invoke(
                 service.address, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, hb), 5
             )
         assert (await _route(client, service.address, "TopicTest")).code == ResponseCode.SUCCESS
+        conn = await broker.connection(service.address)
         await wait_until(lambda: not service.routes.broker_live_table, 5)
+        async with asyncio.timeout(5):
+            await conn.closed_event.wait()
         assert (
             await _route(client, service.address, "TopicTest")
         ).code == ResponseCode.TOPIC_NOT_EXIST
     finally:
+        await broker.close()
         await service.stop()
 
 

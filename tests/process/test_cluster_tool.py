@@ -1,0 +1,56 @@
+"""``make cluster``'s tool: start a throwaway cluster, see it serve, stop it in order."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.processes import bin_env, run_bin
+
+pytestmark = pytest.mark.process
+
+
+def _tool(action: str, directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocketpy.tools.cluster",
+            action,
+            "--dir",
+            str(directory),
+            "--base-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=bin_env(directory / "test-logs"),
+        check=False,
+    )
+
+
+def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> None:
+    """1. start on free ports. 2. The summary names each address and how to stop. 3. mqadmin
+    reaches the NameServer. 4. stop ends every recorded process."""
+    directory = tmp_path / "cluster"
+    started = _tool("start", directory)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "make cluster-stop" in started.stdout
+        match = re.search(r"NAMESRV_ADDR=(\S+)", started.stdout)
+        assert match is not None
+        listed = run_bin(["mqadmin", "clusterList", "-n", match.group(1)], tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        members = json.loads((directory / "cluster.json").read_text())["members"]
+        assert members[0]["role"] == "namesrv"
+    finally:
+        stopped = _tool("stop", directory)
+    assert stopped.returncode == 0
+    assert "stopped namesrv" in stopped.stdout
+    assert not (directory / "cluster.json").exists()
