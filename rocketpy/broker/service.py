@@ -120,6 +120,8 @@ class BrokerService:
         self._meta_dirty = asyncio.Event()
         self._started = False
         self._store_started = False
+        self._meta_loaded = False
+        self._serving = False
         self._build(config, max_message_size, is_slave)
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
@@ -241,20 +243,35 @@ class BrokerService:
     # -- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Recover the store, load metadata, bind, start services, register."""
+        """Recover the store, load metadata, bind, start services, register.
+
+        A failure part-way stops what was started (store closed, port released) and re-raises;
+        metadata files are not rewritten unless they were loaded.
+        """
+        try:
+            await self._start()
+        except BaseException:
+            log.exception("broker start failed, releasing what was started")
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         structlog.contextvars.bind_contextvars(
             cluster=self._config.broker_cluster_name,
             broker_name=self._config.broker_name,
             broker_id=self._config.broker_id,
         )
+        self._started = True
         await self._store.start()
         self._store_started = True
         await self.topics.load()
         await self.groups.load()
         await self.offsets.load()
         await self.schedule.load()
+        self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
         await self.server.start()
+        self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
         self.runtime.uniq_ids = UniqIdGenerator(
             self._config.broker_ip1, os.getpid(), self.runtime.rng.getrandbits(31)
@@ -263,7 +280,6 @@ class BrokerService:
         if not self.runtime.is_slave:
             await self.schedule.start()
         self._start_loops()
-        self._started = True
         await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
 
@@ -295,29 +311,34 @@ class BrokerService:
         )
 
     async def stop(self) -> None:
-        """Unregister, drain and close connections, stop services, persist, close the store."""
+        """Unregister, drain and close connections, stop services, persist, close the store.
+
+        Idempotent; after a failed start it undoes only what was done.
+        """
         if not self._started:
-            await self._close_store_and_executor()
             return
         self._started = False
         budget = self._config.shutdown_timeout_ms / 1000
-        log.info("broker shutdown: unregister from name servers")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(budget / 3):
-                await self.outer.unregister_broker_all(
-                    self._config.namesrv_addr_list, self.identity()
-                )
-        log.info("broker shutdown: finish in-flight requests")
-        self.hold.wake_all()
-        await self.hold.wait_woken(budget / 6)
-        await self.server.stop(timeout_s=budget / 3)
+        if self._serving:
+            log.info("broker shutdown: unregister from name servers")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(budget / 3):
+                    await self.outer.unregister_broker_all(
+                        self._config.namesrv_addr_list, self.identity()
+                    )
+            log.info("broker shutdown: stop accepting, finish in-flight requests")
+            self.hold.wake_all()
+            await self.hold.wait_woken(budget / 6)
+            await self.server.stop(timeout_s=budget / 3)
+            self._serving = False
         self._stop.set()
         await self.hold.stop()
         await self.schedule.stop()
         await self._tasks.cancel_all()
         await self._client.close()
-        log.info("broker shutdown: persist metadata")
-        await self._persist_all()
+        if self._meta_loaded:
+            log.info("broker shutdown: persist metadata")
+            await self._persist_all()
         await self._close_store_and_executor()
         structlog.contextvars.unbind_contextvars("cluster", "broker_name", "broker_id")
         log.info("broker shutdown: done")
@@ -327,7 +348,8 @@ class BrokerService:
             self._store_started = False
             log.info("broker shutdown: flush commit log and queues, write checkpoint, close files")
             await self._store.stop()
-        self._executor.shutdown(wait=True)
+        # every write was awaited above, so nothing is queued: no need to block the loop
+        self._executor.shutdown(wait=False)
 
     async def _persist_all(self) -> None:
         for persist in (self.topics.persist, self.groups.persist, self.offsets.persist):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+from pathlib import Path
 
 import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.errors import StoreError
 from rocketpy.common.properties import parse_properties
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -95,3 +98,28 @@ async def test_c19_broker_config_black_list(
     assert broker.config.config_black_list == "configBlackList;brokerConfigPath"
     sent = await client.send(addr, "T", b"x")
     assert sent.ext("TRACE_ON") == "false"
+
+
+async def test_broker_failed_start_releases_and_keeps_files(
+    namesrv: NamesrvService, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """1. A damaged topics.json (and no .bak). 2. Start a broker on that store root.
+    3. Occupy a port, start a broker on it.
+    Expected: the first start raises StoreError and leaves topics.json byte-identical; the
+    second raises OSError (address in use) and the store root is usable by a next broker."""
+    root = tmp_path / "damaged"
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "topics.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(StoreError):
+        await broker_factory(store_root=root)
+    assert (root / "config" / "topics.json").read_text(encoding="utf-8") == "{not json"
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    try:
+        with pytest.raises(OSError, match="in use"):
+            await broker_factory(store_root=tmp_path / "ok", listenPort=blocker.getsockname()[1])
+    finally:
+        blocker.close()
+    again = await broker_factory(store_root=tmp_path / "ok")
+    assert again.server.port != 0
