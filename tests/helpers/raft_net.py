@@ -11,15 +11,24 @@ The applied state machine is a list of entry payloads, rebuilt on restart from t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import msgpack
 
 from rocketpy.common.types import LogIndex
 from rocketpy.dledger.core import RaftConfig, RaftCore, Ready, Role
-from rocketpy.dledger.messages import EntryKind, Message, decode_message, encode_message
-from rocketpy.dledger.storage import MemoryStorage
+from rocketpy.dledger.messages import (
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    Snapshot,
+    decode_message,
+    encode_message,
+)
+from rocketpy.dledger.storage import MemoryStorage, StorageView
 
 FAST = RaftConfig(
     heartbeat_interval_ticks=2,
@@ -39,7 +48,7 @@ def state_of(data: bytes) -> list[tuple[int, bytes]]:
     return [(int(i), bytes(p)) for i, p in msgpack.unpackb(data)] if data else []
 
 
-def persist(storage: MemoryStorage, rd: Ready) -> None:
+def persist(storage: Storage, rd: Ready) -> None:
     """What the driver does with a Ready before sending (storage writer contract)."""
     if rd.snapshot is not None:
         storage.install_snapshot(rd.snapshot)
@@ -59,12 +68,22 @@ def drain(core: RaftCore, storage: MemoryStorage) -> list[Message]:
     return out
 
 
+class Storage(StorageView, Protocol):
+    """A StorageView with the writers the driver uses (MemoryStorage, DLedgerLog)."""
+
+    def append(self, entries: Sequence[Entry]) -> None: ...
+    def set_hard_state(self, hard_state: HardState) -> None: ...
+    def install_snapshot(self, snapshot: Snapshot) -> None: ...
+    def create_snapshot(self, index: LogIndex, data: bytes) -> Snapshot: ...
+    def compact(self, index: LogIndex) -> None: ...
+
+
 @dataclass
 class Node:
     """One simulated member: its durable storage, its core, its applied state."""
 
     node_id: str
-    storage: MemoryStorage
+    storage: Storage
     core: RaftCore | None
     applied: list[tuple[int, bytes]] = field(default_factory=list)
     applied_index: int = 0
@@ -80,8 +99,11 @@ class Cluster:
         seed: int = 0,
         config: RaftConfig = FAST,
         wire: bool = False,
+        open_storage: Callable[[str], Storage] | None = None,
     ) -> None:
         self.ids = tuple(ids)
+        # restart() reopens storage through this (e.g. DLedgerLog.open on a directory)
+        self.open_storage = open_storage
         self.config = config
         self.rng = random.Random(seed)
         self.wire = wire  # round-trip every message through the msgpack codec
@@ -93,7 +115,7 @@ class Cluster:
         self.delivered = 0
         self.observers: list[Callable[[Cluster, str], None]] = []
         for i in self.ids:
-            self.nodes[i] = Node(i, MemoryStorage(), None)
+            self.nodes[i] = Node(i, open_storage(i) if open_storage else MemoryStorage(), None)
             self.restart(i)
 
     # -- membership of the simulation ----------------------------------------------------------
@@ -117,6 +139,8 @@ class Cluster:
     def restart(self, node_id: str) -> None:
         """Rebuild the core from storage (and the state machine from the snapshot)."""
         node = self.nodes[node_id]
+        if self.open_storage is not None and node.core is None:
+            node.storage = self.open_storage(node_id)
         seed = self.rng.randrange(1 << 30)
         node.core = RaftCore(node_id, self.ids, node.storage, random.Random(seed), self.config)
         snap = node.storage.snapshot()
