@@ -26,6 +26,7 @@ PURE_GLOBS = (
     "dledger/storage.py",
     "common/types.py",
     "controller/state/**/*.py",
+    "controller/heartbeat.py",
     "namesrv/route_info.py",
     "store/dispatch.py",
     "store/**/record.py",
