@@ -120,31 +120,28 @@ def _random_events(seed: int, n: int = 60) -> list[Event]:
     for _ in range(n):
         name = rng.choice(["broker-a", "broker-b"])
         i = rng.randrange(1, 6)
-        out.append(
-            rng.choice(
-                [
-                    ApplyBrokerIdEvent(
-                        cluster_name=CLUSTER,
-                        broker_name=name,
-                        broker_address=addr(i),
-                        register_check_code=code(i),
-                        new_broker_id=i,
-                    ),
-                    ElectMasterEvent(
-                        new_master_elected=rng.random() < 0.8,
-                        broker_name=name,
-                        new_master_broker_id=i,
-                    ),
-                    AlterSyncStateSetEvent(
-                        broker_name=name, new_sync_state_set=frozenset(rng.sample(range(1, 6), 2))
-                    ),
-                    UpdateBrokerAddressEvent(
-                        cluster_name=CLUSTER, broker_name=name, broker_address=f"h:{i}", broker_id=i
-                    ),
-                    CleanBrokerDataEvent(broker_name=name, broker_id_set_to_clean=frozenset({i})),
-                ]
-            )
-        )
+        choices: list[Event] = [
+            ApplyBrokerIdEvent(
+                cluster_name=CLUSTER,
+                broker_name=name,
+                broker_address=addr(i),
+                register_check_code=code(i),
+                new_broker_id=i,
+            ),
+            ElectMasterEvent(
+                new_master_elected=rng.random() < 0.8,
+                broker_name=name,
+                new_master_broker_id=i,
+            ),
+            AlterSyncStateSetEvent(
+                broker_name=name, new_sync_state_set=frozenset(rng.sample(range(1, 6), 2))
+            ),
+            UpdateBrokerAddressEvent(
+                cluster_name=CLUSTER, broker_name=name, broker_address=f"h:{i}", broker_id=i
+            ),
+            CleanBrokerDataEvent(broker_name=name, broker_id_set_to_clean=frozenset({i})),
+        ]
+        out.append(rng.choice(choices))
     return out
 
 

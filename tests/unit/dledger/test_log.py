@@ -260,14 +260,14 @@ def test_log_raft_group_restarts_from_disk(tmp_path: Path) -> None:
     for i in range(10):
         c.propose(b"d%d" % i)
     c.run(5)
-    terms = {i: c.core(i).term for i in c.ids}
-    for i in c.ids:
-        c.crash(i)
-    for i in c.ids:
-        c.restart(i)
-        assert c.core(i).term == terms[i]
+    terms = {n: c.core(n).term for n in c.ids}
+    for n in c.ids:
+        c.crash(n)
+    for n in c.ids:
+        c.restart(n)
+        assert c.core(n).term == terms[n]
     c.elect()
     c.propose(b"d10")
     c.run(5)
-    for i in c.ids:
-        assert c.applied(i) == [b"d%d" % k for k in range(11)]
+    for n in c.ids:
+        assert c.applied(n) == [b"d%d" % k for k in range(11)]
