@@ -34,17 +34,9 @@ from rocketpy.dledger.messages import (
     decode_message,
     encode_message,
 )
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent / "dledger"
-
-
-def _load_hex(path: Path) -> bytes:
-    out = bytearray()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        text = raw.split("#", 1)[0].strip()
-        if text:
-            out += bytes.fromhex(text)
-    return bytes(out)
 
 
 VOTE = VoteRequest(
@@ -69,7 +61,7 @@ APPEND = AppendRequest(
 @pytest.mark.parametrize(("case", "msg"), [("vote_request", VOTE), ("append_request", APPEND)])
 def test_dledger_message_golden(case: str, msg: Message) -> None:
     """1. Encode the message. 2. Decode the golden bytes. Expected: both match exactly."""
-    golden = _load_hex(HERE / f"{case}.hex")
+    golden = load_hex(HERE / f"{case}.hex")
     assert encode_message(msg) == golden
     assert decode_message(golden) == msg
 
@@ -77,7 +69,7 @@ def test_dledger_message_golden(case: str, msg: Message) -> None:
 def test_dledger_record_golden() -> None:
     """A framed log record: length, CRC32, msgpack entry."""
     entry = Entry(term=Term(3), index=LogIndex(7), data=b"ab")
-    golden = _load_hex(HERE / "record_entry.hex")
+    golden = load_hex(HERE / "record_entry.hex")
     assert encode_record(entry) == golden
     assert decode_entry(golden[8:]) == entry
 
@@ -85,7 +77,7 @@ def test_dledger_record_golden() -> None:
 def test_dledger_hard_state_golden() -> None:
     """The hardstate file: CRC32 then msgpack [1, term, vote, commit]."""
     hs = HardState(term=Term(5), vote="n1", commit=LogIndex(9))
-    golden = _load_hex(HERE / "hardstate.hex")
+    golden = load_hex(HERE / "hardstate.hex")
     assert encode_hard_state(hs) == golden
     assert decode_hard_state(golden) == hs
 
