@@ -8,6 +8,8 @@ PYTEST := $(PY) -m pytest
 # Fast suite: unit, golden, integration, process and interop tests; chaos, spark and slow suites
 # have their own targets.
 FAST_MARKERS := not chaos and not spark and not slow
+# Source trees that exist in this checkout (analytics/ arrives with the PySpark job).
+SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
         test-interop test-uvloop cluster cluster-stop bench bench-namesrv clean
@@ -21,12 +23,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 fmt: $(STAMP)
-	$(PY) -m ruff format rocketpy tests analytics
-	$(PY) -m ruff check --fix rocketpy tests analytics
+	$(PY) -m ruff format $(SRC)
+	$(PY) -m ruff check --fix $(SRC)
 
 lint: $(STAMP)
-	$(PY) -m ruff format --check rocketpy tests analytics
-	$(PY) -m ruff check rocketpy tests analytics
+	$(PY) -m ruff format --check $(SRC)
+	$(PY) -m ruff check $(SRC)
 
 type: $(STAMP)
 	$(PY) -m mypy

@@ -31,6 +31,7 @@ from rocketpy.namesrv.route_info import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers import namesrv as h
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
+from rocketpy.remoting.protocol.headers.controller import BrokerHeartbeatRequestHeader
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry, RequestContext
 from rocketpy.store.config_shapes import decode_data_version, encode_data_version
 
@@ -207,7 +208,7 @@ class DefaultRequestProcessor:
 
     async def broker_heartbeat(self, ctx: RequestContext, req: RemotingCommand) -> Response:
         """BROKER_HEARTBEAT (904): refresh the broker's last-update time."""
-        hdr = from_ext(h.BrokerHeartbeatRequestHeader, req.ext_fields)
+        hdr = from_ext(BrokerHeartbeatRequestHeader, req.ext_fields)
         self._routes.update_live(hdr.cluster_name, hdr.broker_addr, self._clock.monotonic_ms())
         return req.make_response()
 

@@ -16,23 +16,14 @@ from rocketpy.store.broker_identity import (
     encode_temp_broker_metadata,
     make_register_check_code,
 )
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent / "broker_identity"
 
 
-def _load_hex(path: Path) -> bytes:
-    """Hex per line with ``# comments``."""
-    out = bytearray()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        text = raw.split("#", 1)[0].strip()
-        if text:
-            out += bytes.fromhex(text)
-    return bytes(out)
-
-
 def test_broker_identity_golden() -> None:
     """encode == golden and decode(golden) == value for brokerIdentity."""
-    golden = _load_hex(HERE / "identity.hex")
+    golden = load_hex(HERE / "identity.hex")
     value = BrokerMetadata(cluster_name="DefaultCluster", broker_name="broker-a", broker_id=1)
     assert encode_broker_metadata(value) == golden == b"DefaultCluster#broker-a#1"
     assert decode_broker_metadata(golden) == value
@@ -40,7 +31,7 @@ def test_broker_identity_golden() -> None:
 
 def test_broker_identity_temp_golden() -> None:
     """encode == golden and decode(golden) == value for brokerIdentity-temp."""
-    golden = _load_hex(HERE / "identity_temp.hex")
+    golden = load_hex(HERE / "identity_temp.hex")
     value = TempBrokerMetadata(
         cluster_name="DefaultCluster",
         broker_name="broker-a",

@@ -14,23 +14,9 @@ from rocketpy.store.checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent / "checkpoint"
-
-
-def _load_hex(path: Path) -> bytes:
-    """Hex per line, ``# comments``, and ``XX*N`` for N repeated bytes."""
-    out = bytearray()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        text = raw.split("#", 1)[0].strip()
-        if not text:
-            continue
-        if "*" in text:
-            byte, count = text.split("*")
-            out += bytes.fromhex(byte) * int(count)
-        else:
-            out += bytes.fromhex(text)
-    return bytes(out)
 
 
 GOLDEN_VALUES = CheckpointValues(
@@ -45,7 +31,7 @@ GOLDEN_VALUES = CheckpointValues(
 def test_checkpoint_golden_encode_decode() -> None:
     """1. Encode the values of the golden case. 2. Decode the golden page.
     Expected: byte-identical page of 4096 bytes; decoding gives the same values."""
-    golden = _load_hex(HERE / "controller_mode.hex")
+    golden = load_hex(HERE / "controller_mode.hex")
     assert len(golden) == CHECKPOINT_FILE_SIZE
     assert encode_checkpoint(GOLDEN_VALUES) == golden
     assert decode_checkpoint(golden) == GOLDEN_VALUES
@@ -62,7 +48,7 @@ def test_checkpoint_golden_file_written_by_store_checkpoint(tmp_path: Path) -> N
     cp.confirm_phy_offset = GOLDEN_VALUES.confirm_phy_offset
     cp.flush()
     cp.close()
-    assert (tmp_path / "checkpoint").read_bytes() == _load_hex(HERE / "controller_mode.hex")
+    assert (tmp_path / "checkpoint").read_bytes() == load_hex(HERE / "controller_mode.hex")
 
 
 _int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

@@ -15,18 +15,9 @@ from rocketpy.store.epoch_entries import (
     encode_epoch_file,
     link_end_offsets,
 )
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent / "epoch_file"
-
-
-def _load_hex(path: Path) -> bytes:
-    """Hex per line with ``# comments``."""
-    out = bytearray()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        text = raw.split("#", 1)[0].strip()
-        if text:
-            out += bytes.fromhex(text)
-    return bytes(out)
 
 
 @pytest.mark.parametrize(
@@ -39,7 +30,7 @@ def _load_hex(path: Path) -> bytes:
 def test_epoch_file_golden(case: str, pairs: list[tuple[int, int]]) -> None:
     """1. Encode the entries. 2. Decode the golden bytes.
     Expected: identical bytes; decoding links ends (next start, last unbounded)."""
-    golden = _load_hex(HERE / f"{case}.hex")
+    golden = load_hex(HERE / f"{case}.hex")
     entries = [EpochEntry(epoch=e, start_offset=s) for e, s in pairs]
     assert encode_epoch_file(entries) == golden
     decoded = decode_epoch_file(golden)

@@ -21,30 +21,16 @@ from rocketpy.store.index.record import (
     index_key_hash,
     java_string_hash,
 )
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent / "index_file"
-
-
-def _load_hex(path: Path) -> bytes:
-    """Hex per line (spaces allowed), ``# comments``, ``XX*N`` for N repeated bytes."""
-    out = bytearray()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        text = raw.split("#", 1)[0].strip()
-        if not text:
-            continue
-        if "*" in text:
-            byte, count = text.split("*")
-            out += bytes.fromhex(byte) * int(count)
-        else:
-            out += bytes.fromhex(text)
-    return bytes(out)
 
 
 def test_index_file_golden_bytes(tmp_path: Path) -> None:
     """1. Create a 4-slot, 4-entry index file. 2. Put T#a@100, T#b@200, T#a@300 at the golden
     timestamps. 3. Close. Expected: the file equals the golden bytes and is now full; its header
     decodes to the golden header."""
-    golden = _load_hex(HERE / "three_keys.hex")
+    golden = load_hex(HERE / "three_keys.hex")
     f = IndexFile.create(tmp_path / "20231114221320000", 4, 4)
     assert f.put_key("T#a", 100, 1_700_000_000_000)
     assert f.put_key("T#b", 200, 1_700_000_002_500)

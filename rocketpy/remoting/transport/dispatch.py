@@ -19,7 +19,7 @@ from typing import Protocol
 import structlog
 
 from rocketpy.common.codes import ResponseCode, request_code_name
-from rocketpy.common.errors import CodecError, ControllerError, RemoteError
+from rocketpy.common.errors import CodecError, ControllerError, RemoteError, RocketPyError
 from rocketpy.remoting.protocol.command import RemotingCommand
 
 log = structlog.get_logger(__name__)
@@ -117,7 +117,9 @@ async def dispatch(
             response = request.make_response(e.code, e.remark)
         except ControllerError as e:
             response = request.make_response(e.code, e.remark)
-        except CodecError as e:
+        except (CodecError, RocketPyError) as e:
+            # Bad input or a refused domain operation: a clear remark, no traceback in the log.
+            log.warning("request refused", code=request.code, peer=ctx.channel.peer, error=str(e))
             response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         except Exception as e:
             log.exception("process request exception", code=request.code, peer=ctx.channel.peer)

@@ -9,14 +9,9 @@ import pytest
 from rocketpy.common.codes import LanguageCode, RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import SerializeType, decode_frame, encode_frame
+from tests.helpers.golden import load_hex
 
 HERE = Path(__file__).parent
-
-
-def load_hex(name: str) -> bytes:
-    """Read a golden vector: hex digits, '#' comments and whitespace ignored."""
-    text = "".join(line.split("#", 1)[0] for line in (HERE / name).read_text().splitlines())
-    return bytes.fromhex("".join(text.split()))
 
 
 ROUTE_REQUEST = RemotingCommand(
@@ -42,7 +37,7 @@ SUCCESS_RESPONSE = RemotingCommand(
 )
 def test_frame_golden(name: str, cmd: RemotingCommand, serialize_type: int) -> None:
     """1. Encode the command. 2. Compare with the golden bytes. 3. Decode the golden bytes back."""
-    golden = load_hex(name)
+    golden = load_hex(HERE / name)
     assert encode_frame(cmd, serialize_type) == golden
     decoded = decode_frame(golden[4:])
     assert decoded.serialize_type == serialize_type

@@ -1,6 +1,7 @@
 """Typed custom headers of the NameServer request codes (codes.md section 1).
 
 Owns: one dataclass per header, with upstream's extFields names. Conversion: ``headers.base``.
+BROKER_HEARTBEAT (904) is shared with the controller and lives in ``headers.controller``.
 """
 
 from __future__ import annotations
@@ -133,21 +134,6 @@ class GetBrokerMemberGroupRequestHeader:
 
     cluster_name: str = wire("clusterName")
     broker_name: str = wire("brokerName")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerHeartbeatRequestHeader:
-    """BROKER_HEARTBEAT (904); the controller reads the optional fields too."""
-
-    cluster_name: str = wire("clusterName")
-    broker_addr: str = wire("brokerAddr")
-    broker_name: str = wire("brokerName")
-    broker_id: int | None = wire("brokerId", default=None)
-    epoch: int | None = wire("epoch", default=None)
-    max_offset: int | None = wire("maxOffset", default=None)
-    confirm_offset: int | None = wire("confirmOffset", default=None)
-    heartbeat_timeout_mills: int | None = wire("heartbeatTimeoutMills", default=None)
-    election_priority: int | None = wire("electionPriority", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,1 @@
+"""rocketpy.remoting.protocol.bodies: JSON request/response bodies (codes.md section 5)."""
