@@ -35,11 +35,23 @@ class RequestGate:
         self._max_waiting = max_waiting
         self._max_wait_ms = max_wait_ms
         self._waiting = 0
+        self._wait_started: list[float] = []
 
     @property
     def waiting(self) -> int:
         """Requests waiting for a slot."""
         return self._waiting
+
+    @property
+    def max_waiting(self) -> int:
+        """The wait-queue capacity."""
+        return self._max_waiting
+
+    def head_wait_ms(self) -> int:
+        """How long the oldest waiting request has waited (``...QueueHeadWaitTimeMills``)."""
+        if not self._wait_started:
+            return 0
+        return int((time.monotonic() - min(self._wait_started)) * 1000)
 
     async def acquire(self) -> None:
         """Take a slot.
@@ -54,10 +66,12 @@ class RequestGate:
             raise RemoteError(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self._waiting += 1
         start = time.monotonic()
+        self._wait_started.append(start)
         try:
             await self._sem.acquire()
         finally:
             self._waiting -= 1
+            self._wait_started.remove(start)
         waited_ms = int((time.monotonic() - start) * 1000)
         if self._max_wait_ms is not None and waited_ms > self._max_wait_ms:
             self._sem.release()

@@ -17,6 +17,7 @@ from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
+from rocketpy.broker.request_gate import RequestGate
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store_api import BrokerStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -53,6 +54,8 @@ class BrokerRuntime:
     #: Ask the outer API to re-register with the NameServers now (topic created or changed).
     register_now: Callable[[], None] = _noop
     stats: BrokerStats = field(default_factory=BrokerStats)
+    #: Request gates by family name (``send``, ``pull``, ...), for runtime info.
+    gates: dict[str, RequestGate] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)
     uniq_ids: UniqIdGenerator = field(
         default_factory=lambda: UniqIdGenerator("127.0.0.1", os.getpid(), random.getrandbits(31))

@@ -43,12 +43,14 @@ def build_registry(
     fast_fail = cfg.broker_fast_failure_enable
 
     def gate(name: str, nums: int, capacity: int, wait_ms: int | None = None) -> RequestGate:
-        return RequestGate(
+        made = RequestGate(
             name,
             max_concurrency=nums,
             max_waiting=capacity,
             max_wait_ms=wait_ms if fast_fail else None,
         )
+        rt.gates[name] = made
+        return made
 
     families: list[tuple[RequestGate, Mapping[int, Processor]]] = [
         (

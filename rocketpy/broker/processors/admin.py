@@ -293,6 +293,14 @@ class AdminProcessor:
             "startAcceptSendRequestTimeStamp": str(rt.config.start_accept_send_request_time_stamp),
         }
         table.update(rt.stats.runtime_info())
+        # 4.9's mqadmin reads the misspelt key
+        table["getTransferedTps"] = table["getTransferredTps"]
+        for family in ("send", "pull", "query"):
+            gate = rt.gates.get(family)
+            if gate is not None:
+                table[f"{family}ThreadPoolQueueSize"] = str(gate.waiting)
+                table[f"{family}ThreadPoolQueueCapacity"] = str(gate.max_waiting)
+                table[f"{family}ThreadPoolQueueHeadWaitTimeMills"] = str(gate.head_wait_ms())
         table.update(rt.store.runtime_info())
         return request.make_response(ResponseCode.SUCCESS, body=encode_kv_table(table))
 

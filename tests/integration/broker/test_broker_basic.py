@@ -152,3 +152,33 @@ async def test_broker_offsets_commit_and_query(
     qid = {"topic": "T", "queueId": "0"}
     assert (await client.call(addr, RequestCode.GET_MAX_OFFSET, qid)).ext("offset") == "2"
     assert (await client.call(addr, RequestCode.GET_MIN_OFFSET, qid)).ext("offset") == "0"
+
+
+async def test_broker_runtime_info_and_consume_stats(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. Send 3 messages; pull 2, then the third with COMMIT_OFFSET 2. 2. GET_BROKER_RUNTIME_INFO
+    and GET_CONSUME_STATS as mqadmin clusterList / consumerProgress do.
+    Expected: msgPutTotalTodayNow 3, msgGetTotalTodayNow 3, the TPS and queue keys under both
+    spellings mqadmin parses; consume stats show brokerOffset 3 and consumerOffset 2."""
+    broker = await broker_factory()
+    addr = broker.address
+    for i in range(3):
+        await client.send(addr, "T", f"m{i}".encode())
+    await client.heartbeat(addr, "g", (subscription("T"),))
+    await client.pull(addr, "g", "T", 0, max_nums=2)
+    await client.pull(addr, "g", "T", 2, max_nums=1, commit_offset=2)
+    resp = await client.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert resp.body is not None
+    table = fastjson.loads(resp.body)["table"]
+    assert (table["msgPutTotalTodayNow"], table["msgGetTotalTodayNow"]) == ("3", "3")
+    for key in ("putTps", "getTransferredTps", "getTransferedTps"):
+        assert len(table[key].split(" ")) == 3
+    assert table["sendThreadPoolQueueSize"] == "0"
+    assert table["brokerVersionDesc"] == "V5_3_3"
+    stats = await client.call(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": "g"})
+    assert stats.body is not None
+    assert (
+        b'{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"brokerOffset":3,"consumerOffset":2'
+        in stats.body
+    )
