@@ -36,10 +36,17 @@ class MappedFile:
         """Create (or reopen) the zero-filled segment starting at ``file_from_offset``. Blocks."""
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / offset_to_file_name(file_from_offset)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if os.fstat(fd).st_size != size:
+        # Sized under a temporary name, then renamed: a crash never leaves a short segment.
+        tmp = path.with_name(path.name + ".tmp")
+        if not path.exists():
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
                 os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        fd = os.open(path, os.O_RDWR)
+        try:
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)
