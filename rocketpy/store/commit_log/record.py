@@ -1,40 +1,48 @@
-"""The stored message record: what the CommitLog holds, HA replicates and pulls return.
+"""The stored message record (CommitLog entry), batch send body, properties, tags code, msg id.
 
-Owns: encoding and decoding one record, the end-of-file blank marker, and the validity check used
-by recovery and dispatch. Mirrors ``MessageExtEncoder`` / ``MessageDecoder.decode`` and
-``CommitLog.checkMessageAndReturnSize`` (message-format.md sections 1, 1.1, 1.2). Pure.
+Owns: the byte layout of message-format.md sections 1-6. Pure: no I/O. All integers big-endian.
 
-Layout (big-endian; IPv4 hosts shown, IPv6 hosts are 16 + 4 bytes when SYSFLAG bit 4 / 5 is set):
+Record layout (v1, IPv4 born and store hosts; IPv6 hosts take 16+4 bytes instead of 4+4, v2 topic
+length is an int16):
 
-| #  | size      | field                       | notes                                          |
-| -- | --------- | --------------------------- | ---------------------------------------------- |
-| 1  | 4         | TOTALSIZE                   | whole record, this field included               |
-| 2  | 4         | MAGICCODE                   | v1 0xDAA320A7, v2 0xDAA320AB                    |
-| 3  | 4         | BODYCRC                     | CRC-32 of the body masked with 0x7FFFFFFF       |
-| 4  | 4         | QUEUEID                     |                                                |
-| 5  | 4         | FLAG                        | producer's Message.flag                        |
-| 6  | 8         | QUEUEOFFSET                 | consume-queue offset                           |
-| 7  | 8         | PHYSICALOFFSET              | CommitLog offset of this record                |
-| 8  | 4         | SYSFLAG                     | message-format.md section 2                    |
-| 9  | 8         | BORNTIMESTAMP               |                                                |
-| 10 | 8 / 20    | BORNHOST                    | address + int32 port                           |
-| 11 | 8         | STORETIMESTAMP              |                                                |
-| 12 | 8 / 20    | STOREHOST                   | address + int32 port                           |
-| 13 | 4         | RECONSUMETIMES              |                                                |
-| 14 | 8         | PREPARED_TRANSACTION_OFFSET |                                                |
-| 15 | 4 + b     | BODYLEN, BODY               |                                                |
-| 16 | 1/2 + t   | TOPICLEN, TOPIC             | v1: signed byte; v2: int16                     |
-| 17 | 2 + p     | PROPLEN, PROPERTIES         | int16; message-format.md section 3             |
+=====  ====  ==========================  =======================================================
+off    size  field                       notes (upstream ``MessageExtEncoder``)
+=====  ====  ==========================  =======================================================
+0      4     TOTALSIZE                   whole record, this field included
+4      4     MAGICCODE                   v1 0xDAA320A7, v2 0xDAA320AB
+8      4     BODYCRC                     ``crc32(body) & 0x7FFFFFFF``
+12     4     QUEUEID
+16     4     FLAG                        producer's ``Message.flag``
+20     8     QUEUEOFFSET                 consume-queue offset (0 for prepared/rollback)
+28     8     PHYSICALOFFSET              commit-log offset of byte 0 of this record
+36     4     SYSFLAG                     message-format.md section 2
+40     8     BORNTIMESTAMP
+48     8     BORNHOST                    address + int32 port (20 bytes when sysflag 0x10)
+56     8     STORETIMESTAMP
+64     8     STOREHOST                   address + int32 port (20 bytes when sysflag 0x20)
+72     4     RECONSUMETIMES
+76     8     PREPARED_TRANSACTION_OFFSET
+84     4     BODYLEN
+88     b     BODY
+88+b   1/2   TOPICLEN                    v1 signed byte, v2 int16
+..     t     TOPIC                       UTF-8
+..     2     PROPLEN                     int16
+..     p     PROPERTIES                  UTF-8, section 3
+=====  ====  ==========================  =======================================================
 
-End-of-file blank marker: ``{int32 remaining, int32 0xCBD43194}``.
+End-of-file blank marker (section 1.1): ``{int32 remaining, int32 0xCBD43194}``.
+
+Batch send body item (section 5): TOTALSIZE, MAGIC (ignored), BODYCRC (ignored), FLAG, BODYLEN,
+BODY, PROPLEN (int16), PROPERTIES.
 """
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from rocketpy.common.errors import CodecError
@@ -42,140 +50,182 @@ from rocketpy.common.errors import CodecError
 MAGIC_V1: Final = -626843481  # 0xDAA320A7
 MAGIC_V2: Final = -626843477  # 0xDAA320AB
 BLANK_MAGIC: Final = -875286124  # 0xCBD43194
+BLANK_SIZE: Final = 8
+
+COMPRESSED_FLAG: Final = 0x1
+MULTI_TAGS_FLAG: Final = 0x2
+TRANSACTION_TYPE_MASK: Final = 0xC
+TRANSACTION_NOT_TYPE: Final = 0x0
+TRANSACTION_PREPARED_TYPE: Final = 0x4
+TRANSACTION_COMMIT_TYPE: Final = 0x8
+TRANSACTION_ROLLBACK_TYPE: Final = 0xC
 BORNHOST_V6_FLAG: Final = 0x10
 STOREHOST_V6_FLAG: Final = 0x20
-MAX_PROPERTIES_LENGTH: Final = 32767
 
-_HEAD: Final = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
-_Q: Final = struct.Struct(">q")
-_I: Final = struct.Struct(">i")
-_H: Final = struct.Struct(">h")
-_B: Final = struct.Struct(">b")
-_BLANK: Final = struct.Struct(">ii")
-_MID: Final = struct.Struct(">iq")  # RECONSUMETIMES, PREPARED_TRANSACTION_OFFSET
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+MAX_PROPERTIES_BYTES: Final = 32767
+
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+PROPERTY_WAIT: Final = "WAIT"
+
+# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
+HEAD: Final = struct.Struct(">iiiiiqqiq")
+# RECONSUMETIMES PREPARED_TRANSACTION_OFFSET BODYLEN
+MIDDLE: Final = struct.Struct(">iqi")
+INT8: Final = struct.Struct(">b")
+INT16: Final = struct.Struct(">h")
+INT32: Final = struct.Struct(">i")
+INT64: Final = struct.Struct(">q")
+BLANK: Final = struct.Struct(">ii")
+# Batch item: TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
+BATCH_HEAD: Final = struct.Struct(">iiiii")
+
+QUEUE_OFFSET_POS: Final = 20
+PHYSICAL_OFFSET_POS: Final = 28
+SYSFLAG_POS: Final = 36
+STORE_TIMESTAMP_POS_V4: Final = 56
+
+Address = tuple[str, int]
+
+
+class RecordError(CodecError):
+    """A record, batch body or message id that does not decode."""
 
 
 def body_crc(body: bytes | memoryview) -> int:
-    """BODYCRC: CRC-32 masked with 0x7FFFFFFF (``UtilAll.crc32``)."""
+    """``UtilAll.crc32``: CRC-32 masked to 31 bits."""
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-@dataclass(frozen=True, slots=True)
-class Host:
-    """An address and port as stored (IPv4 or IPv6)."""
+def transaction_type(sys_flag: int) -> int:
+    """The transaction bits of ``sys_flag`` (``MessageSysFlag.getTransactionValue``)."""
+    return sys_flag & TRANSACTION_TYPE_MASK
 
-    address: str
-    port: int
 
-    def encode(self) -> bytes:
-        """4 or 16 address bytes followed by an int32 port."""
-        try:
-            packed = ipaddress.ip_address(self.address).packed
-        except ValueError as e:
-            raise CodecError(f"not an IP address: {self.address!r}", field="host") from e
-        return packed + _I.pack(self.port)
+def java_string_hash(text: str) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
 
-    @property
-    def is_v6(self) -> bool:
-        """True for an IPv6 address."""
-        return ":" in self.address
+
+def tags_code(tags: str | None) -> int:
+    """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags."""
+    return java_string_hash(tags) if tags else 0
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    """``messageProperties2String``: ``name \\x01 value \\x02`` per entry."""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """``string2messageProperties`` (section 3): short or malformed segments are skipped."""
+    out: dict[str, str] = {}
+    for seg in text.split(PROPERTY_SEPARATOR):
+        if len(seg) < 3:
+            continue
+        idx = seg.find(NAME_VALUE_SEPARATOR)
+        if 0 < idx < len(seg) - 1:
+            out[seg[:idx]] = seg[idx + 1 :]
+    return out
+
+
+def _pack_address(addr: Address, fld: str) -> bytes:
+    try:
+        packed = ipaddress.ip_address(addr[0]).packed
+    except ValueError as exc:
+        raise RecordError(f"bad address {addr[0]!r}", field=fld) from exc
+    return packed + INT32.pack(addr[1])
+
+
+def _is_v6(addr: Address) -> bool:
+    return ":" in addr[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
-    """One stored message."""
+    """One stored message. ``properties`` is the raw section-3 string, kept byte-for-byte."""
 
     topic: str
+    queue_id: int
     body: bytes
-    queue_id: int = 0
     flag: int = 0
     queue_offset: int = 0
     physical_offset: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: Host = field(default_factory=lambda: Host("127.0.0.1", 0))
+    born_host: Address = ("127.0.0.1", 0)
     store_timestamp: int = 0
-    store_host: Host = field(default_factory=lambda: Host("127.0.0.1", 0))
+    store_host: Address = ("127.0.0.1", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     properties: str = ""
-    body_crc: int = -1
+    magic: int = MAGIC_V1
 
-    @property
-    def effective_sys_flag(self) -> int:
-        """SYSFLAG with the IPv6 bits set from the hosts, as the broker stores it."""
-        flag = self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-        if self.born_host.is_v6:
-            flag |= BORNHOST_V6_FLAG
-        if self.store_host.is_v6:
-            flag |= STOREHOST_V6_FLAG
-        return flag
+    def property_map(self) -> dict[str, str]:
+        """The decoded properties."""
+        return decode_properties(self.properties)
 
 
-def record_length(
-    body_len: int,
-    topic_len: int,
-    props_len: int,
-    *,
-    v2: bool = False,
-    born_v6: bool = False,
-    store_v6: bool = False,
+def record_size(
+    *, body_len: int, topic_len: int, props_len: int, magic: int, born_v6: bool, store_v6: bool
 ) -> int:
-    """``MessageExtEncoder.calMsgLength``: 91 + body + topic + properties for v1 and IPv4 hosts."""
+    """``calMsgLength``: the TOTALSIZE of a record with these lengths."""
     return (
-        4
-        + 4
-        + 4
-        + 4
-        + 4
-        + 8
-        + 8
-        + 4
-        + 8
+        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
         + (20 if born_v6 else 8)
         + 8
         + (20 if store_v6 else 8)
-        + 4
-        + 8
-        + 4
-        + body_len
-        + (2 if v2 else 1)
-        + topic_len
-        + 2
-        + props_len
-    )
+        + 4 + 8 + 4 + body_len
+        + (2 if magic == MAGIC_V2 else 1) + topic_len
+        + 2 + props_len
+    )  # fmt: skip
 
 
-def encode_record(rec: MessageRecord, *, v2: bool | None = None) -> bytes:
-    """The record bytes. ``v2=None`` picks v2 only for topics over 127 bytes, as 5.x does.
+def choose_magic(topic_bytes: bytes) -> int:
+    """v2 when the topic is longer than a signed byte can say (``autoMessageVersionOnTopicLen``)."""
+    return MAGIC_V2 if len(topic_bytes) > 127 else MAGIC_V1
+
+
+def encode_record(rec: MessageRecord) -> bytes:
+    """Encode ``rec``; the IPv6 sysflag bits are derived from the two addresses.
 
     Raises:
-        CodecError: properties over 32767 bytes or a topic over the width's limit.
+        RecordError: topic or properties too long for their length field, or a bad address.
     """
-    topic = rec.topic.encode("utf-8")
-    props = rec.properties.encode("utf-8")
-    use_v2 = len(topic) > 127 if v2 is None else v2
-    if len(props) > MAX_PROPERTIES_LENGTH:
-        raise CodecError(f"properties of {len(props)} bytes exceed 32767", field="properties")
-    if len(topic) > (32767 if use_v2 else 127):
-        raise CodecError(f"topic of {len(topic)} bytes too long", field="topic")
-    sys_flag = rec.effective_sys_flag
-    born, store = rec.born_host.encode(), rec.store_host.encode()
-    total = record_length(
-        len(rec.body),
-        len(topic),
-        len(props),
-        v2=use_v2,
-        born_v6=rec.born_host.is_v6,
-        store_v6=rec.store_host.is_v6,
+    topic = rec.topic.encode()
+    props = rec.properties.encode()
+    if len(props) > MAX_PROPERTIES_BYTES:
+        raise RecordError(f"properties of {len(props)} bytes exceed 32767", field="PROPERTIES")
+    if rec.magic == MAGIC_V1 and len(topic) > 127:
+        raise RecordError(f"topic of {len(topic)} bytes needs v2", field="TOPICLEN")
+    if rec.magic not in (MAGIC_V1, MAGIC_V2):
+        raise RecordError(f"unknown magic {rec.magic:#x}", field="MAGICCODE")
+    born_v6 = _is_v6(rec.born_host)
+    store_v6 = _is_v6(rec.store_host)
+    sys_flag = rec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+    sys_flag |= (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOST_V6_FLAG if store_v6 else 0)
+    total = record_size(
+        body_len=len(rec.body),
+        topic_len=len(topic),
+        props_len=len(props),
+        magic=rec.magic,
+        born_v6=born_v6,
+        store_v6=store_v6,
     )
-    crc = body_crc(rec.body) if rec.body_crc < 0 else rec.body_crc
+    topic_len = (INT16 if rec.magic == MAGIC_V2 else INT8).pack(len(topic))
     return b"".join(
         (
-            _HEAD.pack(
+            HEAD.pack(
                 total,
-                MAGIC_V2 if use_v2 else MAGIC_V1,
-                crc,
+                rec.magic,
+                body_crc(rec.body),
                 rec.queue_id,
                 rec.flag,
                 rec.queue_offset,
@@ -183,85 +233,113 @@ def encode_record(rec: MessageRecord, *, v2: bool | None = None) -> bytes:
                 sys_flag,
                 rec.born_timestamp,
             ),
-            born,
-            _Q.pack(rec.store_timestamp),
-            store,
-            _MID.pack(rec.reconsume_times, rec.prepared_transaction_offset),
-            _I.pack(len(rec.body)),
+            _pack_address(rec.born_host, "BORNHOST"),
+            INT64.pack(rec.store_timestamp),
+            _pack_address(rec.store_host, "STOREHOST"),
+            MIDDLE.pack(rec.reconsume_times, rec.prepared_transaction_offset, len(rec.body)),
             rec.body,
-            _H.pack(len(topic)) if use_v2 else _B.pack(len(topic)),
+            topic_len,
             topic,
-            _H.pack(len(props)),
+            INT16.pack(len(props)),
             props,
         )
     )
 
 
 def encode_blank(remaining: int) -> bytes:
-    """The 8-byte end-of-file marker written when a record does not fit the file's rest."""
-    return _BLANK.pack(remaining, BLANK_MAGIC)
+    """The end-of-file marker for a file with ``remaining`` bytes left (section 1.1)."""
+    return BLANK.pack(remaining, BLANK_MAGIC)
 
 
-def _host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
-    size = 16 if v6 else 4
-    addr = str(ipaddress.ip_address(bytes(buf[pos : pos + size])))
-    (port,) = _I.unpack_from(buf, pos + size)
-    return Host(addr, port), pos + size + 4
+class CheckStatus(enum.Enum):
+    """Outcome of :func:`check_record`."""
+
+    VALID = "valid"
+    END_OF_FILE = "end_of_file"
+    INVALID = "invalid"
 
 
-def _need(buf: memoryview, end: int, name: str, pos: int) -> None:
-    if end > len(buf):
-        raise CodecError("record runs past its end", field=name, offset=pos)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordCheck:
+    """``checkMessageAndReturnSize``: a valid record and its size, a blank marker, or invalid."""
+
+    status: CheckStatus
+    size: int = 0
+    record: MessageRecord | None = None
+    reason: str = ""
 
 
-def decode_record(data: bytes | memoryview, *, check_crc: bool = True) -> MessageRecord:
-    """Decode one record that starts at ``data[0]`` (trailing bytes are ignored).
+def _invalid(reason: str) -> RecordCheck:
+    return RecordCheck(status=CheckStatus.INVALID, reason=reason)
 
-    Raises:
-        CodecError: a short buffer, a bad magic, a length that disagrees with TOTALSIZE, or (with
-            ``check_crc``) a body whose CRC does not match; names the field.
-    """
-    buf = memoryview(data)
-    if len(buf) < _HEAD.size:
-        raise CodecError("record shorter than its fixed header", field="TOTALSIZE", offset=0)
-    total, magic, crc, queue_id, flag, qoff, poff, sys_flag, born_ts = _HEAD.unpack_from(buf, 0)
+
+def _unpack_address(buf: memoryview, pos: int, v6: bool) -> tuple[Address, int]:
+    n = 16 if v6 else 4
+    host = str(ipaddress.ip_address(bytes(buf[pos : pos + n])))
+    (port,) = INT32.unpack_from(buf, pos + n)
+    return (host, port), pos + n + 4
+
+
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = True
+) -> RecordCheck:
+    """Validate and decode the record at ``pos`` (section 1.2); never raises on bad bytes."""
+    view = memoryview(buf)
+    avail = len(view) - pos
+    if avail < 8:
+        return _invalid("fewer than 8 bytes")
+    total, magic = BLANK.unpack_from(view, pos)
+    if magic == BLANK_MAGIC:
+        return RecordCheck(status=CheckStatus.END_OF_FILE, size=0)
     if magic not in (MAGIC_V1, MAGIC_V2):
-        raise CodecError(f"bad magic code {magic & 0xFFFFFFFF:#x}", field="MAGICCODE", offset=4)
-    _need(buf, total, "TOTALSIZE", 0)
-    buf = buf[:total]
+        return _invalid(f"bad magic {magic & 0xFFFFFFFF:#x}")
+    if total < 8 or total > avail:
+        return _invalid(f"total size {total} with {avail} bytes left")
     try:
-        born, pos = _host(buf, _HEAD.size, bool(sys_flag & BORNHOST_V6_FLAG))
-        (store_ts,) = _Q.unpack_from(buf, pos)
-        store, pos = _host(buf, pos + 8, bool(sys_flag & STOREHOST_V6_FLAG))
-        reconsume, prepared = _MID.unpack_from(buf, pos)
-        (body_len,) = _I.unpack_from(buf, pos + 12)
-        pos += 16
-        _need(buf, pos + body_len, "BODY", pos)
-        body = bytes(buf[pos : pos + body_len])
-        pos += body_len
-        v2 = magic == MAGIC_V2
-        (topic_len,) = (_H if v2 else _B).unpack_from(buf, pos)
-        pos += 2 if v2 else 1
-        topic = bytes(buf[pos : pos + topic_len]).decode("utf-8")
-        pos += topic_len
-        (props_len,) = _H.unpack_from(buf, pos)
-        props = bytes(buf[pos + 2 : pos + 2 + props_len]).decode("utf-8")
-        pos += 2 + props_len
-    except (struct.error, ValueError) as e:
-        raise CodecError(f"record does not decode: {e}", field="record") from e
-    if body_len < 0 or topic_len < 0 or props_len < 0 or pos != total:
-        raise CodecError(
-            f"read total count {pos} not equals msg total size {total}", field="TOTALSIZE", offset=0
-        )
-    if check_crc and body_crc(body) != crc:
-        raise CodecError("body CRC mismatch", field="BODYCRC", offset=8)
-    return MessageRecord(
+        rec, end = _decode_fields(view[pos : pos + total], magic)
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        return _invalid(f"undecodable: {exc}")
+    if end != total:
+        return _invalid(f"read total count {end} not equals msg total size {total}")
+    if check_crc:
+        (stored,) = INT32.unpack_from(view, pos + 8)
+        if body_crc(rec.body) != stored:
+            return _invalid("body CRC mismatch")
+    return RecordCheck(status=CheckStatus.VALID, size=total, record=rec)
+
+
+def _decode_fields(view: memoryview, magic: int) -> tuple[MessageRecord, int]:
+    (_, _, _, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = HEAD.unpack_from(view, 0)
+    pos = HEAD.size
+    born, pos = _unpack_address(view, pos, bool(sys_flag & BORNHOST_V6_FLAG))
+    (store_ts,) = INT64.unpack_from(view, pos)
+    store, pos = _unpack_address(view, pos + 8, bool(sys_flag & STOREHOST_V6_FLAG))
+    reconsume, prepared, body_len = MIDDLE.unpack_from(view, pos)
+    pos += MIDDLE.size
+    if body_len < 0 or pos + body_len > len(view):
+        raise ValueError(f"body length {body_len}")
+    body = bytes(view[pos : pos + body_len])
+    pos += body_len
+    width = INT16 if magic == MAGIC_V2 else INT8
+    (topic_len,) = width.unpack_from(view, pos)
+    pos += width.size
+    if topic_len < 0 or pos + topic_len > len(view):
+        raise ValueError(f"topic length {topic_len}")
+    topic = bytes(view[pos : pos + topic_len]).decode()
+    pos += topic_len
+    (props_len,) = INT16.unpack_from(view, pos)
+    pos += 2
+    if props_len < 0 or pos + props_len > len(view):
+        raise ValueError(f"properties length {props_len}")
+    props = bytes(view[pos : pos + props_len]).decode()
+    pos += props_len
+    rec = MessageRecord(
         topic=topic,
-        body=body,
         queue_id=queue_id,
+        body=body,
         flag=flag,
-        queue_offset=qoff,
-        physical_offset=poff,
+        queue_offset=queue_offset,
+        physical_offset=phys,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
         born_host=born,
@@ -270,31 +348,112 @@ def decode_record(data: bytes | memoryview, *, check_crc: bool = True) -> Messag
         reconsume_times=reconsume,
         prepared_transaction_offset=prepared,
         properties=props,
-        body_crc=crc,
+        magic=magic,
     )
+    return rec, pos
 
 
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """``checkMessageAndReturnSize``: ``size`` > 0 a record, 0 the file's end, -1 invalid."""
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> MessageRecord:
+    """Decode one record at ``pos``, CRC checked.
 
-    size: int
-    record: MessageRecord | None = None
+    Raises:
+        RecordError: the bytes are not a valid record (a blank marker included).
+    """
+    check = check_record(buf, pos)
+    if check.record is None:
+        reason = check.reason or "end-of-file blank marker"
+        raise RecordError(f"no valid record: {reason}", field="record", offset=pos)
+    return check.record
 
 
-def check_record(data: bytes | memoryview, *, check_crc: bool = True) -> CheckResult:
-    """Classify the bytes at a read position: a valid record, the blank end marker, or invalid
-    (torn tail, bad magic, CRC or length mismatch). Never raises."""
-    buf = memoryview(data)
-    if len(buf) < 8:
-        return CheckResult(-1)
-    total, magic = _BLANK.unpack_from(buf, 0)
-    if magic == BLANK_MAGIC:
-        return CheckResult(0)
-    if magic not in (MAGIC_V1, MAGIC_V2) or total <= 0 or total > len(buf):
-        return CheckResult(-1)
+def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageRecord]:
+    """Records concatenated back to back (a pull response body)."""
+    out: list[MessageRecord] = []
+    pos = 0
+    while pos < len(buf):
+        rec = decode_record(buf, pos)
+        (size,) = INT32.unpack_from(buf, pos)
+        out.append(rec)
+        pos += size
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchItem:
+    """One message of a SEND_BATCH_MESSAGE body."""
+
+    flag: int
+    body: bytes
+    properties: str
+
+
+def encode_batch_body(items: list[BatchItem]) -> bytes:
+    """``MessageDecoder.encodeMessages`` (client side): MAGIC and BODYCRC are written as 0."""
+    parts: list[bytes] = []
+    for item in items:
+        props = item.properties.encode()
+        total = BATCH_HEAD.size + len(item.body) + 2 + len(props)
+        parts += (
+            BATCH_HEAD.pack(total, 0, 0, item.flag, len(item.body)),
+            item.body,
+            INT16.pack(len(props)),
+            props,
+        )
+    return b"".join(parts)
+
+
+def decode_batch_body(buf: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """Split a batch send body (section 5).
+
+    Raises:
+        RecordError: a length field points past the end or disagrees with TOTALSIZE.
+    """
+    view = memoryview(buf)
+    out: list[BatchItem] = []
+    pos = 0
+    while pos < len(view):
+        if pos + BATCH_HEAD.size > len(view):
+            raise RecordError("truncated batch item header", field="TOTALSIZE", offset=pos)
+        total, _, _, flag, body_len = BATCH_HEAD.unpack_from(view, pos)
+        body_at = pos + BATCH_HEAD.size
+        if body_len < 0 or body_at + body_len + 2 > len(view):
+            raise RecordError(f"body length {body_len}", field="BODYLEN", offset=pos + 16)
+        (props_len,) = INT16.unpack_from(view, body_at + body_len)
+        props_at = body_at + body_len + 2
+        if props_len < 0 or props_at + props_len > len(view):
+            raise RecordError(f"properties length {props_len}", field="PROPLEN", offset=props_at)
+        if total != props_at + props_len - pos:
+            raise RecordError(f"total size {total} disagrees", field="TOTALSIZE", offset=pos)
+        try:
+            props = bytes(view[props_at : props_at + props_len]).decode()
+        except UnicodeDecodeError as exc:
+            raise RecordError("properties not UTF-8", field="PROPERTIES", offset=props_at) from exc
+        out.append(
+            BatchItem(flag=flag, body=bytes(view[body_at : body_at + body_len]), properties=props)
+        )
+        pos += total
+    return out
+
+
+def encode_offset_msg_id(store_host: Address, physical_offset: int) -> str:
+    """Section 4.1: uppercase hex of address + int32 port + int64 offset."""
+    return (_pack_address(store_host, "STOREHOST") + INT64.pack(physical_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[Address, int]:
+    """Inverse of :func:`encode_offset_msg_id` (32 hex chars for IPv4, 56 for IPv6).
+
+    Raises:
+        RecordError: wrong length or not hex.
+    """
+    if len(msg_id) not in (32, 56):
+        raise RecordError(f"msg id of {len(msg_id)} characters", field="msgId")
     try:
-        rec = decode_record(buf, check_crc=check_crc)
-    except CodecError:
-        return CheckResult(-1)
-    return CheckResult(total, rec)
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise RecordError("msg id is not hex", field="msgId") from exc
+    n = 4 if len(raw) == 16 else 16
+    host = str(ipaddress.ip_address(raw[:n]))
+    (port,) = INT32.unpack_from(raw, n)
+    (offset,) = INT64.unpack_from(raw, n + 4)
+    return (host, port), offset

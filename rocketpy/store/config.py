@@ -1,0 +1,70 @@
+"""Message store settings with upstream's ``MessageStoreConfig`` keys (store.md section 11).
+
+Owns: the store keys the CommitLog, ConsumeQueue, flush and recovery read, their defaults and
+validation, and the derived directory paths (``StorePathConfigHelper``).
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from pydantic import Field
+
+from rocketpy.common.settings import RocketSettings
+
+_HOME = Path.home()
+
+
+class FlushDiskType(enum.StrEnum):
+    """``flushDiskType``."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class MessageStoreConfig(RocketSettings):
+    """Effective store configuration. Sizes are bytes, intervals milliseconds."""
+
+    store_path_root_dir: str = Field(str(_HOME / "store"), alias="storePathRootDir")
+    # Empty means ``<storePathRootDir>/commitlog`` (upstream computes the same default).
+    store_path_commit_log: str = Field("", alias="storePathCommitLog")
+    mapped_file_size_commit_log: int = Field(1073741824, alias="mappedFileSizeCommitLog", ge=4096)
+    mapped_file_size_consume_queue: int = Field(6000000, alias="mappedFileSizeConsumeQueue", ge=20)
+    flush_disk_type: FlushDiskType = Field(FlushDiskType.ASYNC_FLUSH, alias="flushDiskType")
+    flush_interval_commit_log: int = Field(500, alias="flushIntervalCommitLog", ge=1)
+    flush_commit_log_least_pages: int = Field(4, alias="flushCommitLogLeastPages", ge=0)
+    flush_commit_log_thorough_interval: int = Field(
+        10000, alias="flushCommitLogThoroughInterval", ge=1
+    )
+    flush_interval_consume_queue: int = Field(1000, alias="flushIntervalConsumeQueue", ge=1)
+    sync_flush_timeout: int = Field(5000, alias="syncFlushTimeout", ge=1)
+    max_message_size: int = Field(4194304, alias="maxMessageSize", ge=1)
+    check_crc_on_recover: bool = Field(True, alias="checkCRCOnRecover")
+    message_index_enable: bool = Field(True, alias="messageIndexEnable")
+    file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
+
+    @property
+    def root_dir(self) -> Path:
+        """``storePathRootDir``."""
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        """``storePathCommitLog`` or its default under the root."""
+        return Path(self.store_path_commit_log or self.root_dir / "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        """``<root>/consumequeue``."""
+        return self.root_dir / "consumequeue"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """``<root>/checkpoint``."""
+        return self.root_dir / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        """``<root>/abort``: present while the store runs."""
+        return self.root_dir / "abort"

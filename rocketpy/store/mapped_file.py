@@ -1,0 +1,139 @@
+"""One fixed-size memory-mapped segment named by its 20-digit start offset (store.md section 2).
+
+Owns: creating/opening/deleting a segment file (blocking: run on an executor), appending bytes
+(on the loop: a copy into an already mapped region), reading slices, and msync of the written
+range (blocking: the flush executor). The loop is the only writer of ``wrote_position``; the flush
+thread only reads bytes below the position it is handed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+PAGE_SIZE = mmap.PAGESIZE
+
+
+def offset_to_file_name(offset: int) -> str:
+    """``UtilAll.offset2FileName``: 20 zero-padded decimal digits."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A mapped segment; ``file_from_offset`` is its first byte's global offset."""
+
+    def __init__(self, path: Path, file_from_offset: int, size: int, mapping: mmap.mmap) -> None:
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.size = size
+        self._map: mmap.mmap | None = mapping
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @classmethod
+    def create(cls, directory: Path, file_from_offset: int, size: int) -> MappedFile:
+        """Create (or reopen) the zero-filled segment starting at ``file_from_offset``. Blocks."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / offset_to_file_name(file_from_offset)
+        # Sized under a temporary name, then renamed: a crash never leaves a short segment.
+        tmp = path.with_name(path.name + ".tmp")
+        if not path.exists():
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        # fsync the directory so the new name survives a crash of the machine.
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return cls(path, file_from_offset, size, mapping)
+
+    @classmethod
+    def open(cls, path: Path, size: int) -> MappedFile:
+        """Map an existing segment. Blocks.
+
+        Raises:
+            ValueError: the file's length is not ``size`` or its name is not an offset.
+        """
+        actual = path.stat().st_size
+        if actual != size:
+            raise ValueError(f"{path}: length {actual} not matched message store config {size}")
+        offset = int(path.name)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        return cls(path, offset, size, mapping)
+
+    @property
+    def _mapping(self) -> mmap.mmap:
+        if self._map is None:
+            raise ValueError(f"mapped file {self.path} is closed")
+        return self._map
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left after the write position."""
+        return self.size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the write position reached the end."""
+        return self.wrote_position >= self.size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; returns the position it was written at.
+
+        Raises:
+            ValueError: it does not fit.
+        """
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.size:
+            raise ValueError(f"{len(data)} bytes do not fit at {pos} in {self.path}")
+        self._mapping[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        """Overwrite bytes at ``pos`` without moving the write position (tests, consume queues)."""
+        self._mapping[pos : pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes at ``pos`` (relative to the segment)."""
+        return self._mapping[pos : pos + size]
+
+    def view(self, pos: int, size: int) -> memoryview:
+        """A zero-copy slice; release it before :meth:`close`."""
+        return memoryview(self._mapping)[pos : pos + size]
+
+    def flush(self, upto: int) -> int:
+        """msync bytes ``[flushed_position, upto)``; returns the new flushed position. Blocks."""
+        upto = min(upto, self.size)
+        if upto > self.flushed_position:
+            start = self.flushed_position - self.flushed_position % PAGE_SIZE
+            self._mapping.flush(start, upto - start)
+            self.flushed_position = upto
+        return self.flushed_position
+
+    def close(self) -> None:
+        """Unmap; idempotent. Blocks."""
+        mapping, self._map = self._map, None
+        if mapping is not None:
+            mapping.close()
+
+    def destroy(self) -> None:
+        """Unmap and delete the file. Blocks."""
+        self.close()
+        self.path.unlink(missing_ok=True)

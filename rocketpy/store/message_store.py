@@ -1,0 +1,316 @@
+"""The message store facade (``DefaultMessageStore``): start/recover, put, get, offsets, stop.
+
+Owns: the two executors (flush: ordered msync; alloc: file creation, recovery, cleanup), the
+``abort`` file, the CommitLog, the consume-queue table and the reput task. Reads happen on the
+loop (copies of mapped bytes); everything blocking runs on an executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import structlog
+
+from rocketpy.common.clock import Clock, SystemClock
+from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.commit_log.commit_log import AppendResult, CommitLog, MessageToStore
+from rocketpy.store.commit_log.record import (
+    INT32,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Address,
+    transaction_type,
+)
+from rocketpy.store.commit_log.recovery import RecoveryResult, recover_commit_log
+from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
+from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
+from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
+from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+
+log = structlog.get_logger(__name__)
+
+MAX_PULL_BYTES = 128 * 1024 * 1024
+
+
+class GetStatus(enum.Enum):
+    """``GetMessageStatus`` (store.md section 10)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetResult:
+    """What ``get_message`` found: records back to back in ``records``."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes]
+
+
+class MessageStore:
+    """CommitLog + consume queues + reput, behind ``start``/``stop``."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        *,
+        store_host: Address = ("127.0.0.1", 10911),
+        clock: Clock | None = None,
+        on_arrival: ArrivalHook = lambda topic, queue_id, offset: None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
+        self._alloc_executor = ThreadPoolExecutor(1, thread_name_prefix="store-alloc")
+        self.commit_log = CommitLog(
+            config,
+            store_host=store_host,
+            clock=self.clock,
+            flush_executor=self._flush_executor,
+            alloc_executor=self._alloc_executor,
+            on_append=self._wake_reput,
+        )
+        self.reput = ReputService(
+            self.commit_log.mfq, self.commit_log.confirm_offset, on_arrival=on_arrival
+        )
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.checkpoint: StoreCheckpoint | None = None
+        self.recovery: RecoveryResult | None = None
+        self._started = False
+        self._stopped = False
+
+    def register_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
+        """Add a dispatcher (e.g. the IndexService) before :meth:`start`."""
+        self.reput.register(dispatcher)
+
+    def _wake_reput(self) -> None:
+        self.reput.wake()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load, recover (normal or abnormal), re-dispatch, create ``abort``, start tasks."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._alloc_executor, self._load_and_recover)
+        if self.recovery is not None:
+            self.reput.reput_from = self.recovery.walk_start if self._abnormal else max(
+                [q.max_physic_offset for q in self.queues.values()] + [self.commit_log.min_offset]
+            )  # fmt: skip
+        self.commit_log.flushed_offset = self.commit_log.max_offset
+        await self.reput.dispatch_available(self._put_cq, notify=False)
+        for q in self.queues.values():
+            self.commit_log.topic_queue_table[f"{q.topic}-{q.queue_id}"] = q.max_offset
+        await loop.run_in_executor(self._alloc_executor, self._write_abort)
+        self.commit_log.start()
+        self.reput.start(self._put_cq)
+        self._started = True
+        log.info("message store started", root=str(self.config.root_dir),
+                 max_offset=self.commit_log.max_offset)  # fmt: skip
+
+    def _load_and_recover(self) -> None:
+        root = self.config.root_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self._abnormal = self.config.abort_path.exists()
+        self.checkpoint = StoreCheckpoint.open(self.config.checkpoint_path)
+        self.commit_log.mfq.load()
+        cq_root = self.config.consume_queue_dir
+        if cq_root.is_dir():
+            for topic_dir in sorted(cq_root.iterdir()):
+                for qdir in sorted(topic_dir.iterdir()):
+                    if qdir.name.lstrip("-").isdigit():
+                        q = self._new_queue(topic_dir.name, int(qdir.name))
+                        q.recover()
+        self.recovery = recover_commit_log(
+            self.commit_log.mfq,
+            abnormal=self._abnormal,
+            min_timestamp=self.checkpoint.min_timestamp(),
+            check_crc=self.config.check_crc_on_recover,
+            cut_dir=root / "recovery",
+        )
+        for q in self.queues.values():
+            q.truncate_by_commit_log(self.recovery.process_offset)
+
+    def _write_abort(self) -> None:
+        self.config.abort_path.write_text(str(os.getpid()))
+
+    async def stop(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort``, close. Idempotent."""
+        if self._stopped or not self._started:
+            return
+        self._stopped = True
+        await self.commit_log.stop()
+        await self.reput.stop(self._put_cq)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._flush_executor, self._close_files)
+        self._flush_executor.shutdown()
+        self._alloc_executor.shutdown()
+        log.info("message store stopped")
+
+    def _close_files(self) -> None:
+        for q in self.queues.values():
+            q.flush()
+            q.close()
+        if self.checkpoint is not None:
+            now = self.clock.wall_ms()
+            self.checkpoint.physic_msg_timestamp = now
+            self.checkpoint.logics_msg_timestamp = now
+            self.checkpoint.close()
+        caught_up = self.reput.reput_from >= self.commit_log.max_offset
+        self.commit_log.mfq.close()
+        if caught_up:
+            self.config.abort_path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ write
+
+    async def put_message(self, msg: MessageToStore) -> AppendResult:
+        """Append one message (store.md section 3)."""
+        return await self.commit_log.put_message(msg)
+
+    async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
+        """Append a batch with consecutive queue offsets."""
+        return await self.commit_log.put_messages(msgs)
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        q = ConsumeQueue(
+            self.config.consume_queue_dir, topic, queue_id,
+            self.config.mapped_file_size_consume_queue,
+        )  # fmt: skip
+        self.queues[(topic, queue_id)] = q
+        return q
+
+    async def _put_cq(self, req: DispatchRequest) -> None:
+        if transaction_type(req.sys_flag) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            return
+        q = self.queues.get((req.topic, req.queue_id)) or self._new_queue(req.topic, req.queue_id)
+        unit = CqUnit(
+            commit_log_offset=req.commit_log_offset, size=req.msg_size, tags_code=req.tags_code
+        )
+        await q.put(unit, req.consume_queue_offset, self._alloc_executor)
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+            self.checkpoint.physic_msg_timestamp = req.store_timestamp
+
+    # ------------------------------------------------------------------ read
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Min queue offset (0 when the queue does not exist)."""
+        q = self.queues.get((topic, queue_id))
+        return q.min_offset if q else 0
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset (0 when the queue does not exist)."""
+        q = self.queues.get((topic, queue_id))
+        return q.max_offset if q else 0
+
+    def look_message_by_offset(self, phy_offset: int) -> bytes | None:
+        """The whole record at commit-log ``phy_offset``, or None."""
+        head = self.commit_log.mfq.read(phy_offset, 4)
+        if head is None:
+            return None
+        (size,) = INT32.unpack_from(head, 0)
+        return self.commit_log.mfq.read(phy_offset, size) if size > 0 else None
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        offset: int,
+        max_count: int,
+        max_size: int = MAX_PULL_BYTES,
+        tags_codes: set[int] | None = None,
+    ) -> GetResult:
+        """Read up to ``max_count`` records from ``offset`` (store.md section 10)."""
+        del group  # consumer-group based filtering (SQL92/class filter) is out of scope
+        q = self.queues.get((topic, queue_id))
+        if q is None:
+            return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
+                             min_offset=0, max_offset=0, records=[])  # fmt: skip
+        lo, hi = q.min_offset, q.max_offset
+
+        def result(status: GetStatus, nxt: int, records: list[bytes] | None = None) -> GetResult:
+            return GetResult(status=status, next_begin_offset=nxt, min_offset=lo,
+                             max_offset=hi, records=records or [])  # fmt: skip
+
+        if hi == 0:
+            return result(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
+        if offset < lo:
+            return result(GetStatus.OFFSET_TOO_SMALL, lo)
+        if offset == hi:
+            return result(GetStatus.OFFSET_OVERFLOW_ONE, offset)
+        if offset > hi:
+            return result(GetStatus.OFFSET_OVERFLOW_BADLY, hi)
+        status, cursor, records = self._read_units(
+            q, offset, hi, max_count=max_count, max_size=max_size, tags_codes=tags_codes
+        )
+        return result(status, cursor, records)
+
+    def _read_units(
+        self,
+        q: ConsumeQueue,
+        offset: int,
+        hi: int,
+        *,
+        max_count: int,
+        max_size: int,
+        tags_codes: set[int] | None,
+    ) -> tuple[GetStatus, int, list[bytes]]:
+        records: list[bytes] = []
+        total = 0
+        removed = False
+        scan_limit = max(16000 // 20, max_count)
+        cursor = offset
+        while cursor < hi and cursor - offset < scan_limit and len(records) < max_count:
+            unit = q.get_unit(cursor)
+            if unit is None:
+                if not records:
+                    return GetStatus.OFFSET_FOUND_NULL, cursor + 1, []
+                break
+            skip = unit.size == BLANK_UNIT_SIZE or bool(
+                tags_codes and unit.tags_code not in tags_codes
+            )
+            if not skip and records and total + unit.size > max_size:
+                break
+            raw = None if skip else self.commit_log.mfq.read(unit.commit_log_offset, unit.size)
+            if raw is not None:
+                records.append(raw)
+                total += unit.size
+            elif not skip:
+                removed = True
+            cursor += 1
+        if records:
+            return GetStatus.FOUND, cursor, records
+        status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+        return status, cursor, records
+
+    async def truncate_files(self, offset: int) -> None:
+        """Cut the commit log and consume queues back to ``offset`` (HA truncation)."""
+        loop = asyncio.get_running_loop()
+
+        def work() -> None:
+            self.commit_log.mfq.truncate_dirty_files(offset)
+            for q in self.queues.values():
+                q.truncate_by_commit_log(offset)
+
+        await loop.run_in_executor(self._alloc_executor, work)
+        self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, offset)
+        self.reput.reput_from = min(self.reput.reput_from, offset)
+        self.commit_log.topic_queue_table = {
+            f"{q.topic}-{q.queue_id}": q.max_offset for q in self.queues.values()
+        }

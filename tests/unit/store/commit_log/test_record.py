@@ -1,0 +1,126 @@
+"""Validity check, blank marker, batch body, properties, tags code and offset msg id."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketpy.store.commit_log.record import (
+    BLANK_MAGIC,
+    BatchItem,
+    CheckStatus,
+    MessageRecord,
+    RecordError,
+    check_record,
+    decode_batch_body,
+    decode_offset_msg_id,
+    decode_properties,
+    decode_records,
+    encode_batch_body,
+    encode_blank,
+    encode_offset_msg_id,
+    encode_properties,
+    encode_record,
+    java_string_hash,
+    tags_code,
+)
+
+REC = MessageRecord(topic="T1", queue_id=1, body=b"payload", properties="TAGS\x01a\x02")
+
+
+def test_record_check_torn_tail_is_invalid() -> None:
+    """1. Encode a record. 2. Check every strict prefix of it.
+    Expected: every prefix is INVALID; the full record is VALID."""
+    raw = encode_record(REC)
+    for cut in range(len(raw)):
+        assert check_record(raw[:cut]).status is CheckStatus.INVALID, cut
+    assert check_record(raw).status is CheckStatus.VALID
+
+
+def test_record_check_body_crc_mismatch() -> None:
+    """1. Flip one body byte of a record. 2. Check with and without CRC checking.
+    Expected: INVALID with CRC on; VALID with CRC off."""
+    raw = bytearray(encode_record(REC))
+    raw[88] ^= 0xFF
+    assert check_record(raw).status is CheckStatus.INVALID
+    assert check_record(raw, check_crc=False).status is CheckStatus.VALID
+
+
+def test_record_check_total_size_mismatch() -> None:
+    """1. Append one byte to a record and enlarge TOTALSIZE by one. 2. Check.
+    Expected: INVALID (the recomputed length disagrees)."""
+    raw = bytearray(encode_record(REC) + b"\0")
+    raw[0:4] = (len(raw)).to_bytes(4, "big")
+    check = check_record(raw)
+    assert check.status is CheckStatus.INVALID
+    assert "not equals" in check.reason
+
+
+def test_record_check_blank_marker_and_garbage() -> None:
+    """1. Check a blank marker. 2. Check zeros. 3. Check a record at a non-zero position.
+    Expected: END_OF_FILE; INVALID; VALID with the record's size."""
+    blank = encode_blank(100)
+    assert blank == (100).to_bytes(4, "big") + (BLANK_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")
+    assert check_record(blank).status is CheckStatus.END_OF_FILE
+    assert check_record(bytes(64)).status is CheckStatus.INVALID
+    raw = encode_record(REC)
+    check = check_record(b"xyz" + raw, 3)
+    assert check.status is CheckStatus.VALID
+    assert check.size == len(raw)
+
+
+def test_record_decode_records_concatenated() -> None:
+    """1. Concatenate two records. 2. decode_records.
+    Expected: both records in order; garbage raises RecordError."""
+    other = MessageRecord(topic="T2", queue_id=2, body=b"x")
+    assert decode_records(encode_record(REC) + encode_record(other)) == [REC, other]
+    with pytest.raises(RecordError):
+        decode_records(b"\0" * 16)
+
+
+def test_record_properties_decode_rules() -> None:
+    """1. Decode strings with short segments, a leading separator, an empty value and duplicates.
+    Expected: those segments are dropped and the last duplicate wins."""
+    text = "a\x02\x01xy\x02K\x01\x02DUP\x011\x02DUP\x012\x02KEYS\x01k1 k2\x02"
+    assert decode_properties(text) == {"DUP": "2", "KEYS": "k1 k2"}
+    assert encode_properties({"A": "1", "B": "2"}) == "A\x011\x02B\x012\x02"
+
+
+def test_record_tags_hash_matches_java() -> None:
+    """1. Hash known strings. Expected: Java String.hashCode values, including wrap-around."""
+    assert java_string_hash("TagA") == 2598919
+    assert java_string_hash("中") == 20013
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00  # two UTF-16 units
+    assert tags_code(None) == 0
+    assert tags_code("") == 0
+
+
+@given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=50), st.text())))
+def test_record_batch_body_round_trip(raw: list[tuple[int, bytes, str]]) -> None:
+    """1. Encode a batch body of arbitrary items. 2. Decode it.
+    Expected: the same items in order."""
+    items = [BatchItem(flag=f, body=b, properties=p) for f, b, p in raw]
+    assert decode_batch_body(encode_batch_body(items)) == items
+
+
+def test_record_batch_body_truncated() -> None:
+    """1. Cut a two-item batch body short. Expected: RecordError naming a field."""
+    body = encode_batch_body([BatchItem(flag=0, body=b"abc", properties="A\x011\x02")] * 2)
+    with pytest.raises(RecordError) as err:
+        decode_batch_body(body[:-3])
+    assert err.value.field
+
+
+def test_record_offset_msg_id() -> None:
+    """1. Encode IPv4 and IPv6 offset ids. 2. Decode them.
+    Expected: 32/56 uppercase hex characters; decode gives host, port, offset."""
+    msg_id = encode_offset_msg_id(("192.168.1.2", 10911), 4096)
+    assert msg_id == "C0A8010200002A9F0000000000001000"
+    assert decode_offset_msg_id(msg_id) == (("192.168.1.2", 10911), 4096)
+    v6 = encode_offset_msg_id(("::1", 1), 7)
+    assert len(v6) == 56
+    assert decode_offset_msg_id(v6) == (("::1", 1), 7)
+    with pytest.raises(RecordError):
+        decode_offset_msg_id("ZZ" * 16)

@@ -1,0 +1,65 @@
+"""MappedFile / MappedFileQueue on real 4 KiB files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocketpy.store.mapped_file import MappedFile, offset_to_file_name
+from rocketpy.store.mapped_file_queue import MappedFileQueue
+
+
+def test_mapped_file_queue_append_roll_load_truncate(tmp_path: Path) -> None:
+    """1. Create three 4 KiB segments, fill the first two, half the third, flush.
+    2. Reload the directory into a new queue. 3. Truncate at 5000.
+    Expected: names are 20-digit offsets; reload sees the bytes; lookups map offsets to
+    segments; truncation deletes the third segment and positions the second at 904."""
+    q = MappedFileQueue(tmp_path, 4096)
+    for start in (0, 4096, 8192):
+        mf = q.create_next(start)
+        q.add(mf)
+        mf.append(bytes([start // 4096 + 1]) * (4096 if start < 8192 else 2048))
+    assert [p.name for p in sorted(tmp_path.iterdir())] == [
+        offset_to_file_name(0),
+        "00000000000000004096",
+        "00000000000000008192",
+    ]
+    assert q.max_offset == 8192 + 2048
+    assert q.flush(q.max_offset) == q.max_offset
+    q.close()
+
+    again = MappedFileQueue(tmp_path, 4096)
+    again.load()
+    assert again.min_offset == 0
+    assert again.max_offset == 3 * 4096
+    found = again.find(5000)
+    assert found is not None
+    assert found.file_from_offset == 4096
+    assert again.read(8192 + 2040, 16) == b"\x03" * 8 + b"\0" * 8
+    assert again.find(3 * 4096) is None
+    again.truncate_dirty_files(5000)
+    assert len(again.files) == 2
+    assert again.max_offset == 5000
+    assert not (tmp_path / "00000000000000008192").exists()
+    again.close()
+
+
+def test_mapped_file_wrong_size_refused(tmp_path: Path) -> None:
+    """1. Write a 100-byte file named like a segment. 2. Load a 4 KiB queue.
+    Expected: ValueError naming the length mismatch."""
+    (tmp_path / offset_to_file_name(0)).write_bytes(b"x" * 100)
+    q = MappedFileQueue(tmp_path, 4096)
+    with pytest.raises(ValueError, match="not matched"):
+        q.load()
+
+
+def test_mapped_file_append_overflow(tmp_path: Path) -> None:
+    """1. Append 4000 bytes then 100 to a 4 KiB segment. Expected: the second append raises."""
+    mf = MappedFile.create(tmp_path, 0, 4096)
+    mf.append(b"a" * 4000)
+    with pytest.raises(ValueError, match="do not fit"):
+        mf.append(b"b" * 100)
+    assert mf.remaining == 96
+    mf.destroy()
+    assert not mf.path.exists()
