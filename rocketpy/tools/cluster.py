@@ -87,7 +87,9 @@ def _wait_boot(proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str
         if match:
             return match.group(1)
         if proc.poll() is not None:
-            raise RuntimeError(f"exited with {proc.returncode} before booting; see {log}")
+            raise RuntimeError(
+                f"exited with {proc.returncode} before booting; see {log.with_suffix('.err')}"
+            )
         time.sleep(0.05)
     raise RuntimeError(f"no boot line within {BOOT_TIMEOUT_S:.0f} s; see {log}")
 
@@ -129,11 +131,13 @@ def start(directory: Path, base_port: int) -> int:
         conf.write_text(_render(spec.conf), encoding="utf-8")
         log = directory / "logs" / f"{spec.name}.out"
         env = dict(os.environ, ROCKETPY_LOG_DIR=str(directory / "logs" / spec.name))
-        with log.open("wb") as out:
+        # stdout (the boot line) and stderr (the readable log) in separate files: a log line
+        # written by the logging thread must never land inside the boot line.
+        with log.open("wb") as out, log.with_suffix(".err").open("wb") as err:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", spec.module, "-c", str(conf)],
                 stdout=out,
-                stderr=subprocess.STDOUT,
+                stderr=err,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,

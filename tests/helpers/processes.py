@@ -35,10 +35,15 @@ class Daemon:
         self.argv = argv
         self.lines: list[str] = []
         self._lock = threading.Lock()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        # stderr (the readable log) goes to its own file: sharing the pipe with stdout lets a log
+        # line land inside the boot line under load.
+        self.stderr_path = log_dir / f"{Path(argv[0]).name}-{id(self)}.stderr"
+        self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=self._stderr,
             stdin=subprocess.DEVNULL,
             env=bin_env(log_dir),
             text=True,
@@ -53,9 +58,11 @@ class Daemon:
                 self.lines.append(line.rstrip("\n"))
 
     def output(self) -> str:
-        """Everything printed so far."""
+        """Everything printed so far: stdout, then the stderr log."""
         with self._lock:
-            return "\n".join(self.lines)
+            out = "\n".join(self.lines)
+        err = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+        return f"{out}\n--- stderr ---\n{err}"
 
     def wait_for(self, pattern: re.Pattern[str], timeout_s: float = 15.0) -> re.Match[str]:
         """Block until a printed line matches ``pattern``."""
@@ -83,6 +90,7 @@ class Daemon:
         self._reader.join(5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        self._stderr.close()
         return self.proc.returncode
 
 

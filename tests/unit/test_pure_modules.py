@@ -33,6 +33,7 @@ PURE_GLOBS = (
     "namesrv/route_info.py",
     "store/dispatch.py",
     "store/**/record.py",
+    "store/commit_log/record.py",
     "store/**/unit.py",
     "store/config_shapes.py",
     "store/epoch_entries.py",

@@ -1,0 +1,1 @@
+"""The CommitLog: record codec (``record.py``), append, flush and recovery."""
