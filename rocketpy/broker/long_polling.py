@@ -60,11 +60,12 @@ class PullRequestHoldService:
         check_interval_ms: int = 5_000,
         clock: Clock = SYSTEM_CLOCK,
         name: str = "broker/pull-hold",
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         """Args: ``max_offset(topic, queue_id)`` the queue's current max offset; ``wake_up``
         re-runs a request; ``check_interval_ms`` period of the safety check (5 s with long
         polling, ``shortPollingTimeMills`` without); ``clock`` monotonic time; ``name`` of the
-        tasks."""
+        tasks; ``on_failure`` is told when the check loop dies of a bug."""
         self._max_offset = max_offset
         self._wake_up = wake_up
         self._check_interval_ms = check_interval_ms
@@ -74,6 +75,7 @@ class PullRequestHoldService:
         self._tasks = TaskSet(f"{name}/wake")
         self._stop = asyncio.Event()
         self._checker: asyncio.Task[None] | None = None
+        self._on_failure = on_failure
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._table.values())
@@ -90,6 +92,16 @@ class PullRequestHoldService:
             ),
             name=f"{self._name}/check",
         )
+        self._checker.add_done_callback(self._checker_done)
+
+    def _checker_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("pull hold check failed", exc_info=exc)
+            if self._on_failure is not None:
+                self._on_failure(exc)
 
     async def stop(self) -> None:
         """Answer nothing more: drop parked requests (their clients time out and retry

@@ -105,13 +105,14 @@ class ScheduleMessageService:
         scan_interval_ms: int = 100,
         persist_interval_ms: int = 10_000,
         clock: Clock = SYSTEM_CLOCK,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         """Args: ``store`` reads the schedule queues; ``levels`` from
         :func:`parse_delay_levels`; ``store_root`` holds ``config/delayOffset.json``; ``reput``
         stores a due message (and counts it); ``store_host`` this broker's address; ``executor``
         for file work; ``scan_interval_ms`` the longest sleep of a level loop;
         ``persist_interval_ms`` ``flushDelayOffsetInterval``; ``clock`` wall time (store
-        timestamps are wall-clock)."""
+        timestamps are wall-clock); ``on_failure`` is told when a loop dies of a bug."""
         self._store = store
         self._levels = dict(levels)
         self._file: ConfigFile[DelayOffsetTable] = delay_offset_file(store_root, executor)
@@ -124,6 +125,7 @@ class ScheduleMessageService:
         self._data_version = DataVersion(timestamp=clock.wall_ms())
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._on_failure = on_failure
 
     @property
     def max_delay_level(self) -> int:
@@ -158,6 +160,17 @@ class ScheduleMessageService:
                 name="broker/schedule-persist",
             )
         )
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("schedule task failed", task=task.get_name(), exc_info=exc)
+            if self._on_failure is not None:
+                self._on_failure(exc)
 
     async def stop(self) -> None:
         """Stop the loops and persist progress. Idempotent."""

@@ -118,6 +118,8 @@ class BrokerService:
         self._stop = asyncio.Event()
         self._register_wanted = asyncio.Event()
         self._meta_dirty = asyncio.Event()
+        #: Set when a critical background loop died of a bug; the CLI then exits non-zero.
+        self.failed = asyncio.Event()
         self._started = False
         self._store_started = False
         self._meta_loaded = False
@@ -178,6 +180,7 @@ class BrokerService:
             ),
             clock=clock,
             name=f"{config.broker_name}/pull-hold",
+            on_failure=self._critical_failed,
         )
         self._pull.attach(self.hold)
         self.schedule = ScheduleMessageService(
@@ -190,6 +193,7 @@ class BrokerService:
             scan_interval_ms=config.schedule_scan_interval_ms,
             persist_interval_ms=config.flush_delay_offset_interval_ms,
             clock=clock,
+            on_failure=self._critical_failed,
         )
         self.registry = build_registry(
             self.runtime,
@@ -283,11 +287,22 @@ class BrokerService:
         await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
 
+    def _critical_failed(self, exc: BaseException) -> None:
+        log.error("critical broker task failed, the broker must stop", error=repr(exc))
+        self.failed.set()
+
+    def _critical(self, task: asyncio.Task[object]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._critical_failed(task.exception() or RuntimeError(task.get_name()))
+
     def _start_loops(self) -> None:
         cfg = self._config
         name = cfg.broker_name
-        self._tasks.spawn(self._register_loop(), name=f"{name}/register")
-        self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta")
+        for task in (
+            self._tasks.spawn(self._register_loop(), name=f"{name}/register"),
+            self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta"),
+        ):
+            task.add_done_callback(self._critical)
         self._tasks.spawn(
             periodic(
                 cfg.flush_consumer_offset_interval_ms / 1000,

@@ -9,9 +9,16 @@ broker sends to the client (NOTIFY_CONSUMER_IDS_CHANGED) are recorded in ``notif
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Mapping
 
-from rocketpy.broker.message import BatchEntry, encode_batch_body, encode_properties
+from rocketpy.broker.message import (
+    BatchEntry,
+    decode_properties,
+    encode_batch_body,
+    encode_properties,
+)
+from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.body.broker import (
     LockBatchRequestBody,
@@ -28,6 +35,7 @@ from rocketpy.remoting.protocol.body.heartbeat import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
+from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.index.record import java_string_hash
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -215,4 +223,34 @@ class JavaLikeClient:
         return () if unlock else decode_lock_batch_response(response.body)
 
 
-__all__ = ["BatchEntry", "JavaLikeClient", "subscription"]
+def decode_records(body: bytes) -> list[StoredMessage]:
+    """Records back to back (a pull, query or view body), decoded as a client does
+    (``MessageDecoder.decodes``)."""
+    out: list[StoredMessage] = []
+    pos = 0
+    while pos < len(body):
+        (size,) = struct.unpack_from(">i", body, pos)
+        rec = decode_record(body[pos : pos + size])
+        out.append(
+            StoredMessage(
+                topic=rec.topic,
+                queue_id=rec.queue_id,
+                queue_offset=rec.queue_offset,
+                commit_log_offset=rec.physical_offset,
+                size=size,
+                flag=rec.flag,
+                sys_flag=rec.sys_flag,
+                born_timestamp=rec.born_timestamp,
+                born_host=(rec.born_host.address, rec.born_host.port),
+                store_timestamp=rec.store_timestamp,
+                store_host=(rec.store_host.address, rec.store_host.port),
+                reconsume_times=rec.reconsume_times,
+                body=rec.body,
+                properties=decode_properties(rec.properties),
+            )
+        )
+        pos += size
+    return out
+
+
+__all__ = ["BatchEntry", "JavaLikeClient", "decode_records", "subscription"]

@@ -18,7 +18,6 @@ import pytest
 
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.service import BrokerService, ManagedStore
-from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.clock import SYSTEM_CLOCK
 from rocketpy.namesrv.config import NamesrvConfig
 from rocketpy.namesrv.service import NamesrvService
@@ -28,26 +27,19 @@ from tests.unit.broker.support import MemStore
 
 @dataclass
 class StoreBinding:
-    """How brokers in a test get their store, and how to read pull bodies."""
+    """How brokers in a test get their store."""
 
     factory: Callable[[Path], Callable[[Executor], ManagedStore]]
-    decode: Callable[[BrokerService, bytes], list[StoredMessage]]
 
 
 def _mem_factory(root: Path) -> Callable[[Executor], ManagedStore]:
     return lambda executor: MemStore(SYSTEM_CLOCK.wall_ms)
 
 
-def _mem_decode(broker: BrokerService, body: bytes) -> list[StoredMessage]:
-    store = broker.store
-    assert isinstance(store, MemStore)
-    return store.decode_records(body)
-
-
 @pytest.fixture
 def store_binding() -> StoreBinding:
     """The store the brokers of a test run on."""
-    return StoreBinding(factory=_mem_factory, decode=_mem_decode)
+    return StoreBinding(factory=_mem_factory)
 
 
 @pytest.fixture

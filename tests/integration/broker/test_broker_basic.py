@@ -12,8 +12,8 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.remoting.protocol.command import RemotingCommand
-from tests.helpers.broker_client import JavaLikeClient, subscription
-from tests.integration.broker.conftest import BrokerFactory, StoreBinding
+from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
+from tests.integration.broker.conftest import BrokerFactory
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ async def test_broker_registers_and_auto_created_topic_becomes_routable(
 
 
 async def test_broker_produce_consume_round_trip(
-    broker_factory: BrokerFactory, client: JavaLikeClient, store_binding: StoreBinding
+    broker_factory: BrokerFactory, client: JavaLikeClient
 ) -> None:
     """1. Send 3 messages with tags, keys and a user property, and a batch of 2, to T queue 0.
     2. Heartbeat as push consumer g subscribed to T with 'TagA || TagB'. 3. Pull from 0.
@@ -83,14 +83,14 @@ async def test_broker_produce_consume_round_trip(
     resp = await client.pull(addr, "g", "T", 0)
     assert resp.code == ResponseCode.SUCCESS
     assert resp.body is not None
-    msgs = store_binding.decode(broker, resp.body)
+    msgs = decode_records(resp.body)
     assert [m.body for m in msgs] == [b"m0", b"m2"]
     assert [m.properties["KEYS"] for m in msgs] == ["k0", "k2"]
     assert all(m.properties["color"] == "red" for m in msgs)
     assert resp.ext("nextBeginOffset") == "5"
     all_msgs = await client.pull(addr, "g2", "T", 0, expression="*")
     assert all_msgs.body is not None
-    assert [m.body for m in store_binding.decode(broker, all_msgs.body)] == [
+    assert [m.body for m in decode_records(all_msgs.body)] == [
         b"m0",
         b"m1",
         b"m2",
@@ -100,7 +100,7 @@ async def test_broker_produce_consume_round_trip(
 
 
 async def test_broker_long_poll_wakes_on_arrival_and_times_out(
-    broker_factory: BrokerFactory, client: JavaLikeClient, store_binding: StoreBinding
+    broker_factory: BrokerFactory, client: JavaLikeClient
 ) -> None:
     """1. Consumer g pulls T/0 at the end with SUSPEND 10 s. 2. 100 ms later a producer sends.
     3. Another pull with SUSPEND 300 ms and nothing sent.
@@ -119,7 +119,7 @@ async def test_broker_long_poll_wakes_on_arrival_and_times_out(
             resp = await pull
         assert resp.code == ResponseCode.SUCCESS
         assert resp.body is not None
-        assert [m.body for m in store_binding.decode(broker, resp.body)] == [b"second"]
+        assert [m.body for m in decode_records(resp.body)] == [b"second"]
         loop = asyncio.get_running_loop()
         started = loop.time()
         resp = await client.pull(addr, "g", "T", 2, suspend_ms=300)

@@ -9,14 +9,14 @@ import pytest
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from tests.helpers.broker_client import JavaLikeClient, subscription
-from tests.integration.broker.conftest import BrokerFactory, StoreBinding
+from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
+from tests.integration.broker.conftest import BrokerFactory
 
 pytestmark = pytest.mark.integration
 
 
 async def test_broker_send_back_retry_delay_then_dlq(
-    broker_factory: BrokerFactory, client: JavaLikeClient, store_binding: StoreBinding
+    broker_factory: BrokerFactory, client: JavaLikeClient
 ) -> None:
     """1. A message on T; consumer g (maxReconsumeTimes 1) sends it back with delayLevel 1 (1 s).
     2. Wait for it in %RETRY%g. 3. Send the retried copy back again.
@@ -28,7 +28,7 @@ async def test_broker_send_back_retry_delay_then_dlq(
     await client.heartbeat(addr, "g", (subscription("T"),))
     first = await client.pull(addr, "g", "T", 0)
     assert first.body is not None
-    original = store_binding.decode(broker, first.body)[0]
+    original = decode_records(first.body)[0]
     loop = asyncio.get_running_loop()
     sent_at = loop.time()
     back = {
@@ -49,7 +49,7 @@ async def test_broker_send_back_retry_delay_then_dlq(
     assert loop.time() - sent_at >= 0.9
     retry = await client.pull(addr, "g", "%RETRY%g", 0)
     assert retry.body is not None
-    copy = store_binding.decode(broker, retry.body)[0]
+    copy = decode_records(retry.body)[0]
     assert (copy.body, copy.reconsume_times, copy.properties["RETRY_TOPIC"]) == (b"payload", 1, "T")
     back["offset"] = str(copy.commit_log_offset)
     assert (
@@ -58,11 +58,11 @@ async def test_broker_send_back_retry_delay_then_dlq(
     dlq = await client.pull(addr, "g", "%DLQ%g", 0, expression="*")
     assert dlq.code == ResponseCode.SUCCESS
     assert dlq.body is not None
-    assert store_binding.decode(broker, dlq.body)[0].reconsume_times == 2
+    assert decode_records(dlq.body)[0].reconsume_times == 2
 
 
 async def test_broker_delay_level_delivered_after_delay(
-    broker_factory: BrokerFactory, client: JavaLikeClient, store_binding: StoreBinding
+    broker_factory: BrokerFactory, client: JavaLikeClient
 ) -> None:
     """A message with DELAY=2 (2 s with levels '1s 2s 3s') is invisible on T until about 2 s
     later, then readable with its UNIQ_KEY and without DELAY."""
@@ -79,7 +79,7 @@ async def test_broker_delay_level_delivered_after_delay(
     assert loop.time() - started >= 1.9
     pulled = await client.pull(addr, "g", "T", 0, expression="*")
     assert pulled.body is not None
-    msg = store_binding.decode(broker, pulled.body)[0]
+    msg = decode_records(pulled.body)[0]
     assert msg.properties["UNIQ_KEY"] == "U-DELAY"
     assert "DELAY" not in msg.properties
 

@@ -4,13 +4,14 @@ processors over them without sockets."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.filter import tags_hash_code
+from rocketpy.broker.message import encode_properties
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
@@ -32,6 +33,10 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
+from rocketpy.store.commit_log.record import Host, MessageRecord, encode_record
+from tests.helpers.broker_client import decode_records
+
+__all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]
 
 
 class FakeChannel:
@@ -68,7 +73,7 @@ class FakeChannel:
 class MemStore:
     """An in-memory BrokerStore with the read rules of store.md section 10 (no files).
 
-    Records are JSON text (this fake's own format); :meth:`decode_message` reads them back.
+    Records are real commit-log records (``store.commit_log.record``), as pulls return them.
     """
 
     def __init__(self, now_ms: Callable[[], int]) -> None:
@@ -86,14 +91,8 @@ class MemStore:
         """Nothing to flush."""
 
     def decode_records(self, body: bytes) -> list[StoredMessage]:
-        """The messages of a pull/query body of this fake's records."""
-        decoder = json.JSONDecoder()
-        out: list[StoredMessage] = []
-        text, pos = body.decode(), 0
-        while pos < len(text):
-            obj, pos = decoder.raw_decode(text, pos)
-            out.append(self.by_offset[obj["commitLogOffset"]])
-        return out
+        """The messages of a pull/query body (records back to back)."""
+        return decode_records(body)
 
     def _append(self, msg: MessageToStore) -> StoredMessage:
         queue = self.queues.setdefault((msg.topic, msg.queue_id), [])
@@ -113,7 +112,8 @@ class MemStore:
             body=msg.body,
             properties=dict(msg.properties),
         )
-        self.next_phy += 100
+        stored = dataclasses.replace(stored, size=len(_encode_record(stored)))
+        self.next_phy += stored.size
         queue.append(stored)
         self.by_offset[stored.commit_log_offset] = stored
         tags = stored.properties.get("TAGS")
@@ -210,7 +210,7 @@ class MemStore:
         return self.by_offset.get(commit_log_offset)
 
     def decode_message(self, record: bytes) -> StoredMessage:
-        return self.by_offset[json.loads(record)["commitLogOffset"]]
+        return decode_records(record)[0]
 
     def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
         msg = self.by_offset.get(commit_log_offset)
@@ -240,7 +240,23 @@ class MemStore:
 
 
 def _encode_record(msg: StoredMessage) -> bytes:
-    return json.dumps({"commitLogOffset": msg.commit_log_offset}).encode()
+    return encode_record(
+        MessageRecord(
+            topic=msg.topic,
+            body=msg.body,
+            queue_id=msg.queue_id,
+            flag=msg.flag,
+            queue_offset=msg.queue_offset,
+            physical_offset=msg.commit_log_offset,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=Host(*msg.born_host),
+            store_timestamp=msg.store_timestamp,
+            store_host=Host(*msg.store_host),
+            reconsume_times=msg.reconsume_times,
+            properties=encode_properties(msg.properties),
+        )
+    )
 
 
 class Harness:
