@@ -33,7 +33,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
-from rocketpy.store.commit_log.record import Host, MessageRecord, encode_record
+from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]
@@ -250,9 +250,9 @@ def _encode_record(msg: StoredMessage) -> bytes:
             physical_offset=msg.commit_log_offset,
             sys_flag=msg.sys_flag,
             born_timestamp=msg.born_timestamp,
-            born_host=Host(*msg.born_host),
+            born_host=(msg.born_host[0], msg.born_host[1]),
             store_timestamp=msg.store_timestamp,
-            store_host=Host(*msg.store_host),
+            store_host=(msg.store_host[0], msg.store_host[1]),
             reconsume_times=msg.reconsume_times,
             properties=encode_properties(msg.properties),
         )
