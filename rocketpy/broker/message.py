@@ -1,8 +1,8 @@
 """Message pieces the broker handles outside the commit log: property keys and the properties
 string, offset message ids, unique ids, and the SEND_BATCH_MESSAGE body. Pure.
 
-Owns: :class:`MessageConst` keys, :func:`encode_properties`/:func:`decode_properties`
-(``MessageDecoder.messageProperties2String``/``string2messageProperties``),
+Owns: :class:`MessageConst` keys (the properties codec itself lives with the record codec in
+``store/commit_log/record.py``),
 :func:`create_offset_msg_id`/:func:`decode_offset_msg_id`, :class:`UniqIdGenerator`
 (``MessageClientIDSetter``), :func:`decode_batch_body` (``MessageDecoder.decodeMessages``).
 message-format.md sections 3, 4, 5. Must not: do I/O.
@@ -26,11 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from rocketpy.common.errors import CodecError
+from rocketpy.store.commit_log.record import decode_properties, encode_properties
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
@@ -56,30 +56,6 @@ class MessageConst:
     MSG_REGION: Final = "MSG_REGION"
     TRACE_ON: Final = "TRACE_ON"
     POP_CK: Final = "POP_CK"
-
-
-def encode_properties(props: Mapping[str, str]) -> str:
-    """``messageProperties2String``: ``name\\x01value\\x02`` for every non-None value."""
-    return "".join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
-        for k, v in props.items()
-        if v is not None
-    )
-
-
-def decode_properties(text: str | None) -> dict[str, str]:
-    """``string2messageProperties``: segments shorter than 3 characters or without a separator
-    strictly inside are ignored; later duplicates win."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for segment in text.split(PROPERTY_SEPARATOR):
-        if len(segment) < 3:
-            continue
-        sep = segment.find(NAME_VALUE_SEPARATOR)
-        if 0 < sep < len(segment) - 1:
-            out[segment[:sep]] = segment[sep + 1 :]
-    return out
 
 
 _OFFSET_ID_V4: Final = struct.Struct(">4siq")

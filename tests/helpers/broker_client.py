@@ -12,12 +12,7 @@ import itertools
 import struct
 from collections.abc import Mapping
 
-from rocketpy.broker.message import (
-    BatchEntry,
-    decode_properties,
-    encode_batch_body,
-    encode_properties,
-)
+from rocketpy.broker.message import BatchEntry, encode_batch_body
 from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.body.broker import (
@@ -35,7 +30,7 @@ from rocketpy.remoting.protocol.body.heartbeat import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
-from rocketpy.store.commit_log.record import decode_record
+from rocketpy.store.commit_log.record import decode_properties, decode_record, encode_properties
 from rocketpy.store.index.record import java_string_hash
 
 FLAG_COMMIT_OFFSET = 0x1

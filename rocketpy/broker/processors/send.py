@@ -28,8 +28,6 @@ from rocketpy.broker.message import (
     MessageConst,
     create_offset_msg_id,
     decode_batch_body,
-    decode_properties,
-    encode_properties,
 )
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
@@ -44,6 +42,7 @@ from rocketpy.remoting.protocol.headers.broker import (
     decode_send_header,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
+from rocketpy.store.commit_log.record import decode_properties, encode_properties
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)

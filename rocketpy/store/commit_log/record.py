@@ -42,6 +42,7 @@ import enum
 import ipaddress
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -119,14 +120,21 @@ def tags_code(tags: str | None) -> int:
     return java_string_hash(tags) if tags else 0
 
 
-def encode_properties(props: dict[str, str]) -> str:
-    """``messageProperties2String``: ``name \\x01 value \\x02`` per entry."""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
+def encode_properties(props: Mapping[str, str | None]) -> str:
+    """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
+        for k, v in props.items()
+        if v is not None
+    )
 
 
-def decode_properties(text: str) -> dict[str, str]:
-    """``string2messageProperties`` (section 3): short or malformed segments are skipped."""
+def decode_properties(text: str | None) -> dict[str, str]:
+    """``string2messageProperties`` (section 3): short or malformed segments are skipped; later
+    duplicates win."""
     out: dict[str, str] = {}
+    if not text:
+        return out
     for seg in text.split(PROPERTY_SEPARATOR):
         if len(seg) < 3:
             continue

@@ -11,7 +11,6 @@ from pathlib import Path
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.filter import tags_hash_code
-from rocketpy.broker.message import encode_properties
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
@@ -33,7 +32,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
-from rocketpy.store.commit_log.record import MessageRecord, encode_record
+from rocketpy.store.commit_log.record import MessageRecord, encode_properties, encode_record
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]

@@ -13,11 +13,10 @@ from rocketpy.broker.message import (
     create_offset_msg_id,
     decode_batch_body,
     decode_offset_msg_id,
-    decode_properties,
     encode_batch_body,
-    encode_properties,
 )
 from rocketpy.common.errors import CodecError
+from rocketpy.store.commit_log.record import decode_properties, encode_properties
 
 
 def test_properties_decode_rules() -> None:

@@ -6,14 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from rocketpy.broker.message import (
-    BatchEntry,
-    decode_offset_msg_id,
-    encode_batch_body,
-    encode_properties,
-)
+from rocketpy.broker.message import BatchEntry, decode_offset_msg_id, encode_batch_body
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.store.commit_log.record import encode_properties
 from tests.unit.broker.support import Harness
 
 MakeHarness = Callable[..., Harness]
