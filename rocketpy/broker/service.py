@@ -97,6 +97,7 @@ class BrokerService:
         store_config: MessageStoreConfig,
         *,
         store_factory: StoreFactory | None = None,
+        on_fatal: Callable[[], None] = lambda: None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """Build every component; nothing is opened or bound until :meth:`start`.
@@ -107,6 +108,8 @@ class BrokerService:
                 ``config/*.json``).
             store_factory: opens the message store; default: ``rocketpy.store``'s MessageStore
                 through :class:`~rocketpy.broker.store_adapter.MessageStoreAdapter`.
+            on_fatal: called when a critical background loop dies of a bug (the CLI stops the
+                process and exits non-zero; :attr:`failed` is set too).
             clock: time source.
 
         Raises:
@@ -118,6 +121,7 @@ class BrokerService:
         max_message_size = store_config.max_message_size
         is_slave = config.broker_role == BrokerRole.SLAVE
         self._store_config = store_config
+        self._on_fatal = on_fatal
         self._config = config
         self._clock = clock
         self._store_root = store_root
@@ -303,6 +307,7 @@ class BrokerService:
     def _critical_failed(self, exc: BaseException) -> None:
         log.error("critical broker task failed, the broker must stop", error=repr(exc))
         self.failed.set()
+        self._on_fatal()
 
     def _critical(self, task: asyncio.Task[object]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -367,10 +367,11 @@ class MessageStoreAdapter:
         return info
 
     def _earliest_commit_log_time(self) -> int:
+        """``getEarliestMessageTime``: -1 when the commit log holds no record."""
         raw = self.store.look_message_by_offset(self.store.commit_log.min_offset)
         if raw is None:
-            return 0
+            return -1
         try:
             return record_store_timestamp(raw)
         except struct.error:
-            return 0
+            return -1
