@@ -1,9 +1,10 @@
 """Broker settings: the ``BrokerConfig`` and ``NettyServerConfig`` keys of a broker config.
 
 Owns: the broker's own keys with upstream names, defaults and validation (STYLE.md section 11);
-:func:`parse_namesrv_addrs`. The store's keys (``storePathRootDir``, ``brokerRole``,
-``maxMessageSize``, ``messageDelayLevel``, ...) belong to ``rocketpy.store.config``'s
-MessageStoreConfig; the same file feeds both (``cli/broker.py`` loads them side by side, as
+:func:`parse_namesrv_addrs`. The store's keys (``storePathRootDir``, ``maxMessageSize``,
+``flushDiskType``, ...) belong to ``rocketpy.store.config``'s MessageStoreConfig; upstream store
+keys that only the broker uses (``brokerRole``, ``messageDelayLevel``, the index sizes) are here
+until the store reads them. The same file feeds both (``cli/broker.py`` loads them side by side, as
 ``BrokerStartup`` does). Mirrors ``common/BrokerConfig`` and ``remoting/netty/NettyServerConfig``
 of apache/rocketmq 5.3.x. Must not: read the environment (``cli/`` passes it in).
 
@@ -16,6 +17,8 @@ Deviations, on purpose:
 
 from __future__ import annotations
 
+import enum
+import re
 import socket
 from collections.abc import Mapping
 from typing import ClassVar
@@ -23,6 +26,17 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from rocketpy.common.settings import RocketSettings
+
+
+class BrokerRole(enum.StrEnum):
+    """``brokerRole``."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 #: ``PermName``: the broker's own permission bits (``brokerPermission``).
 PERM_READ_WRITE = 6
@@ -149,6 +163,15 @@ class BrokerConfig(RocketSettings):
     config_black_list: str = Field("configBlackList;brokerConfigPath", alias="configBlackList")
     notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
 
+    # -- upstream MessageStoreConfig keys that rocketpy.store.config does not read (the broker
+    #    uses them); they belong there once the store needs them
+    broker_role: BrokerRole = Field(BrokerRole.ASYNC_MASTER, alias="brokerRole")
+    message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
+    max_hash_slot_num: int = Field(5_000_000, alias="maxHashSlotNum", ge=1)
+    max_index_num: int = Field(20_000_000, alias="maxIndexNum", ge=2)
+    max_msgs_num_batch: int = Field(64, alias="maxMsgsNumBatch", ge=1)
+    default_query_max_num: int = Field(32, alias="defaultQueryMaxNum", ge=1)
+
     # -- request timeouts towards NameServers and clients
     notify_client_timeout_ms: int = Field(3_000, alias="notifyClientTimeoutMillis", ge=1)
     shutdown_timeout_ms: int = Field(30_000, alias="shutdownTimeoutMillis", ge=1)
@@ -158,6 +181,13 @@ class BrokerConfig(RocketSettings):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be blank")
+        return value
+
+    @field_validator("message_delay_level")
+    @classmethod
+    def _levels(cls, value: str) -> str:
+        if not re.fullmatch(r"\s*([0-9]+[smhd]\s+)*[0-9]+[smhd]\s*", value):
+            raise ValueError("expected space-separated <number><s|m|h|d> levels")
         return value
 
     @field_validator("namesrv_addr")

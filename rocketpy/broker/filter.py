@@ -14,13 +14,10 @@ from rocketpy.remoting.protocol.body.heartbeat import (
     SUB_ALL,
     SubscriptionData,
 )
-from rocketpy.store.index.record import java_string_hash
+from rocketpy.store.commit_log.record import java_string_hash
+from rocketpy.store.commit_log.record import tags_code as tags_hash_code
 
-
-def tags_hash_code(tags: str | None) -> int:
-    """``MessageExtBrokerInner.tagsString2tagsCode`` for SINGLE_TAG topics: Java hashCode, 0 when
-    absent."""
-    return java_string_hash(tags) if tags else 0
+__all__ = ["build_subscription", "matches_tags_code", "tags_hash_code"]
 
 
 def build_subscription(

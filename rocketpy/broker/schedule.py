@@ -212,7 +212,7 @@ class ScheduleMessageService:
             offset,
             max_msg_nums=_BATCH,
             max_total_bytes=4 * 1024 * 1024,
-            tags_filter=None,
+            tags_codes=None,
         )
         if result.status in (
             GetMessageStatus.OFFSET_TOO_SMALL,

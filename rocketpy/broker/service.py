@@ -20,15 +20,14 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Protocol
 
 import structlog
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
-from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -40,6 +39,7 @@ from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
+from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
@@ -54,6 +54,7 @@ from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
+from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, DataVersion
 
 log = structlog.get_logger(__name__)
@@ -70,9 +71,20 @@ class ManagedStore(BrokerStore, Protocol):
         """Flush the commit log and consume queues, write the checkpoint, close files."""
         ...
 
+    def set_store_host(self, host: tuple[str, int]) -> None:
+        """This broker's ``brokerIP1:port`` once bound (records and offset msg ids carry it)."""
+        ...
 
-#: Builds the store once the executor for file work exists.
-StoreFactory = Callable[[Executor], ManagedStore]
+
+#: Builds the (unopened) message store.
+StoreFactory = Callable[[], ManagedStore]
+
+
+def default_store_factory(
+    config: BrokerConfig, store_config: MessageStoreConfig, clock: Clock
+) -> StoreFactory:
+    """``rocketpy.store``'s MessageStore behind the broker's store calls."""
+    return lambda: MessageStoreAdapter(store_config, config, clock=clock)
 
 
 class BrokerService:
@@ -82,37 +94,40 @@ class BrokerService:
     def __init__(
         self,
         config: BrokerConfig,
+        store_config: MessageStoreConfig,
         *,
-        store_root: Path,
-        store_factory: StoreFactory,
-        max_message_size: int = 4 * 1024 * 1024,
-        message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
-        is_slave: bool = False,
-        store_properties: Callable[[], Mapping[str, str]] = dict,
+        store_factory: StoreFactory | None = None,
+        on_fatal: Callable[[], None] = lambda: None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """Build every component; nothing is opened or bound until :meth:`start`.
 
         Args:
             config: broker settings.
-            store_root: ``storePathRootDir`` (metadata files live in its ``config/``).
-            store_factory: opens the message store.
-            max_message_size: ``maxMessageSize``.
-            message_delay_level: ``messageDelayLevel``.
-            is_slave: ``brokerRole=SLAVE`` (refuses sends, no delayed delivery).
-            store_properties: the store's keys for GET_BROKER_CONFIG.
+            store_config: message store settings (``storePathRootDir`` also holds the broker's
+                ``config/*.json``).
+            store_factory: opens the message store; default: ``rocketpy.store``'s MessageStore
+                through :class:`~rocketpy.broker.store_adapter.MessageStoreAdapter`.
+            on_fatal: called when a critical background loop dies of a bug (the CLI stops the
+                process and exits non-zero; :attr:`failed` is set too).
             clock: time source.
 
         Raises:
             ConfigError: a bad ``messageDelayLevel``.
         """
+        if store_factory is None:
+            store_factory = default_store_factory(config, store_config, clock)
+        store_root = store_config.root_dir
+        max_message_size = store_config.max_message_size
+        is_slave = config.broker_role == BrokerRole.SLAVE
+        self._store_config = store_config
+        self._on_fatal = on_fatal
         self._config = config
         self._clock = clock
         self._store_root = store_root
-        self._store_properties = store_properties
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-meta")
-        self._store = store_factory(self._executor)
-        self._levels = parse_delay_levels(message_delay_level)
+        self._store = store_factory()
+        self._levels = parse_delay_levels(config.message_delay_level)
         self._config_version = DataVersion(timestamp=clock.wall_ms())
         self._tasks = TaskSet(f"{config.broker_name}/broker")
         self._stop = asyncio.Event()
@@ -164,6 +179,7 @@ class BrokerService:
             ),
             max_message_size=max_message_size,
             max_delay_level=max(self._levels),
+            default_query_max_num=config.default_query_max_num,
             is_slave=is_slave,
             clock=clock,
             register_now=self._register_wanted.set,
@@ -277,6 +293,7 @@ class BrokerService:
         await self.server.start()
         self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
+        self._store.set_store_host(self.runtime.store_host)
         self.runtime.uniq_ids = UniqIdGenerator(
             self._config.broker_ip1, os.getpid(), self.runtime.rng.getrandbits(31)
         )
@@ -290,6 +307,7 @@ class BrokerService:
     def _critical_failed(self, exc: BaseException) -> None:
         log.error("critical broker task failed, the broker must stop", error=repr(exc))
         self.failed.set()
+        self._on_fatal()
 
     def _critical(self, task: asyncio.Task[object]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -493,7 +511,7 @@ class _ConfigAccess(BrokerConfigAccess):
 
     def render(self) -> dict[str, str]:
         out = dict(self._svc.config.to_properties())
-        out.update(self._svc._store_properties())
+        out.update(self._svc._store_config.to_properties())
         return out
 
     @property

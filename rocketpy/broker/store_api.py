@@ -84,13 +84,16 @@ class PutResult:
 
     Attributes:
         status: the outcome.
-        wrote_offsets: commit-log offset of each stored record (one per message of a batch).
+        wrote_offset: commit-log offset of the (first) stored record.
+        msg_id: the offset message id of each stored record, joined with ``,`` (a batch has
+            several).
         queue_offset: consume-queue offset of the first stored message.
         store_timestamp: the store time of the (first) record.
     """
 
     status: PutMessageStatus
-    wrote_offsets: tuple[int, ...] = ()
+    wrote_offset: int = -1
+    msg_id: str = ""
     queue_offset: int = 0
     store_timestamp: int = 0
 
@@ -149,9 +152,6 @@ class QueryResult:
 #: Called for every dispatched message: (topic, queue id, new max offset, tags code).
 ArrivalListener = Callable[[str, int, int, int], None]
 
-#: Filters consume-queue entries by tags code during a read.
-TagsFilter = Callable[[int], bool]
-
 
 class BrokerStore(Protocol):
     """The message-store calls the broker makes."""
@@ -173,9 +173,10 @@ class BrokerStore(Protocol):
         *,
         max_msg_nums: int,
         max_total_bytes: int,
-        tags_filter: TagsFilter | None,
+        tags_codes: set[int] | None,
     ) -> GetResult:
-        """Read up to ``max_msg_nums`` records from ``offset`` (store.md section 10)."""
+        """Read up to ``max_msg_nums`` records from ``offset`` (store.md section 10); with
+        ``tags_codes``, only entries whose tags code is in the set."""
         ...
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -226,8 +227,8 @@ class BrokerStore(Protocol):
         """Register the long-polling wake-up hook."""
         ...
 
-    def delete_topics(self, topics: set[str]) -> None:
-        """Drop consume queues of deleted topics."""
+    async def delete_topics(self, topics: set[str]) -> None:
+        """Drop the consume queues (and their files) of deleted topics."""
         ...
 
     def runtime_info(self) -> Mapping[str, str]:

@@ -12,7 +12,6 @@ import itertools
 import struct
 from collections.abc import Mapping
 
-from rocketpy.broker.message import BatchEntry, encode_batch_body
 from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.body.broker import (
@@ -30,7 +29,13 @@ from rocketpy.remoting.protocol.body.heartbeat import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
-from rocketpy.store.commit_log.record import decode_properties, decode_record, encode_properties
+from rocketpy.store.commit_log.record import (
+    BatchItem,
+    decode_properties,
+    decode_record,
+    encode_batch_body,
+    encode_properties,
+)
 from rocketpy.store.index.record import java_string_hash
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -103,7 +108,7 @@ class JavaLikeClient:
             "f": "0",
             "g": "1700000000000",
             "h": "0",
-            "i": encode_properties(props),
+            "i": encode_properties(dict(props)),
             "j": str(reconsume_times),
             "k": "false",
             "m": "true" if batch else "false",
@@ -143,7 +148,7 @@ class JavaLikeClient:
         return await self.call(addr, RequestCode.SEND_MESSAGE_V2, ext, body)
 
     async def send_batch(
-        self, addr: str, topic: str, entries: list[BatchEntry], *, queue_id: int = 0
+        self, addr: str, topic: str, entries: list[BatchItem], *, queue_id: int = 0
     ) -> RemotingCommand:
         """SEND_BATCH_MESSAGE."""
         ext = self._send_header(topic, queue_id, {"WAIT": "true"}, batch=True)
@@ -248,4 +253,4 @@ def decode_records(body: bytes) -> list[StoredMessage]:
     return out
 
 
-__all__ = ["BatchEntry", "JavaLikeClient", "decode_records", "subscription"]
+__all__ = ["BatchItem", "JavaLikeClient", "decode_records", "subscription"]

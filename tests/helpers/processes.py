@@ -19,6 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / "bin"
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
+BROKER_BOOT = re.compile(
+    r"The broker\[(\S+), (\S+)\] boot success\. serializeType=JSON(?: and name server is (\S+))?"
+)
 
 
 def bin_env(log_dir: Path) -> dict[str, str]:
@@ -105,6 +108,25 @@ def start_namesrv(tmp: Path, extra: str = "") -> tuple[Daemon, str]:
     daemon = Daemon([str(BIN / "mqnamesrv"), "-c", str(conf)], tmp / "logs")
     match = daemon.wait_for(NAMESRV_BOOT)
     return daemon, match.group(1)
+
+
+def start_broker(
+    tmp: Path, namesrv: str, *, name: str = "broker-a", store: Path | None = None, extra: str = ""
+) -> tuple[Daemon, str]:
+    """Start ``bin/mqbroker -n <namesrv>`` on a free loopback port with tiny store files; return
+    it and its ``ip:port``."""
+    conf = tmp / f"{name}.conf"
+    root = store or tmp / name / "store"
+    conf.write_text(
+        f"brokerName={name}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
+        f"storePathRootDir={root}\nmappedFileSizeCommitLog=65536\n"
+        f"mappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
+        f"registerNameServerPeriod=1000\n{extra}",
+        encoding="utf-8",
+    )
+    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], tmp / "logs")
+    match = daemon.wait_for(BROKER_BOOT)
+    return daemon, match.group(2)
 
 
 def run_bin(

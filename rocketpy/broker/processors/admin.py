@@ -163,7 +163,7 @@ class AdminProcessor:
             )
         self._rt.topics.delete(h.topic)
         self._rt.offsets.remove_topic(h.topic)
-        self._rt.store.delete_topics({h.topic})
+        await self._rt.store.delete_topics({h.topic})
         return request.make_response(ResponseCode.SUCCESS)
 
     async def get_all_topic_config(

@@ -15,7 +15,7 @@ from typing import Final
 
 import structlog
 
-from rocketpy.broker.filter import build_subscription, matches_tags_code
+from rocketpy.broker.filter import build_subscription
 from rocketpy.broker.long_polling import PullRequest, PullRequestHoldService
 from rocketpy.broker.runtime import DEFAULT_PULL_MAX_BYTES, BrokerRuntime
 from rocketpy.broker.store_api import GetMessageStatus, GetResult
@@ -218,9 +218,7 @@ class PullMessageProcessor:
             h.queue_offset,
             max_msg_nums=max(1, h.max_msg_nums),
             max_total_bytes=h.max_msg_bytes or DEFAULT_PULL_MAX_BYTES,
-            tags_filter=None
-            if subscription.matches_all
-            else (lambda code: matches_tags_code(subscription, code)),
+            tags_codes=None if subscription.matches_all else set(subscription.code_set),
         )
 
     def _compose(

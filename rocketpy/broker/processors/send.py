@@ -23,12 +23,7 @@ from typing import Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
-from rocketpy.broker.message import (
-    BatchEntry,
-    MessageConst,
-    create_offset_msg_id,
-    decode_batch_body,
-)
+from rocketpy.broker.message import MessageConst
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -42,7 +37,13 @@ from rocketpy.remoting.protocol.headers.broker import (
     decode_send_header,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.commit_log.record import decode_properties, encode_properties
+from rocketpy.store.commit_log.record import (
+    BatchItem,
+    decode_batch_body,
+    decode_properties,
+    encode_offset_msg_id,
+    encode_properties,
+)
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)
@@ -207,7 +208,7 @@ class SendMessageProcessor:
 
     def _base_properties(self, text: str | None) -> dict[str, str]:
         rt = self._rt
-        props = decode_properties(text)
+        props = decode_properties(text or "")
         props[MessageConst.MSG_REGION] = rt.config.region_id
         props[MessageConst.TRACE_ON] = "true" if rt.config.trace_on else "false"
         props.pop(MessageConst.POP_CK, None)
@@ -343,11 +344,11 @@ class SendMessageProcessor:
         self,
         ctx: RequestContext,
         h: SendMessageRequestHeader,
-        entry: BatchEntry,
+        entry: BatchItem,
         queue_id: int,
         sys_flag: int,
     ) -> MessageToStore:
-        props = dict(entry.properties)
+        props = decode_properties(entry.properties)
         props.update(
             {
                 k: v
@@ -391,10 +392,8 @@ class SendMessageProcessor:
                     result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
                 )
             return request.make_response(failure[0], failure[1], ext_fields=dict(ext))
-        host, port = self._rt.store_host
-        msg_ids = ",".join(create_offset_msg_id(host, port, off) for off in result.wrote_offsets)
         header = SendMessageResponseHeader(
-            msg_id=msg_ids,
+            msg_id=result.msg_id,
             queue_id=queue_id,
             queue_offset=result.queue_offset,
             transaction_id=uniq,
@@ -451,8 +450,8 @@ class SendMessageProcessor:
             level = h.delay_level or 3 + original.reconsume_times
             props[MessageConst.DELAY] = str(level)
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
-            props[MessageConst.ORIGIN_MESSAGE_ID] = create_offset_msg_id(
-                original.store_host[0], original.store_host[1], original.commit_log_offset
+            props[MessageConst.ORIGIN_MESSAGE_ID] = encode_offset_msg_id(
+                original.store_host, original.commit_log_offset
             )
         msg = MessageToStore(
             topic=new_topic,
@@ -476,4 +475,4 @@ class SendMessageProcessor:
 
 
 def _props_too_large(props: Mapping[str, str]) -> bool:
-    return len(encode_properties(props).encode("utf-8")) > MAX_PROPERTIES_BYTES
+    return len(encode_properties(dict(props)).encode("utf-8")) > MAX_PROPERTIES_BYTES

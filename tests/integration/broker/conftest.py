@@ -1,45 +1,38 @@
 """Fixtures for broker integration tests: an in-process NameServer and brokers on loopback.
 
 ``broker_factory(**config)`` starts a :class:`BrokerService` on ``127.0.0.1:0`` registered with
-the ``namesrv`` fixture, with tiny timings; every broker started is stopped (with a deadline)
-when the test ends. ``StoreBinding`` says which message store the brokers use and how a test
-reads the records of a pull body.
+the ``namesrv`` fixture, on the real message store with tiny segments and timings; every broker
+started is stopped (with a deadline) when the test ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Executor
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import pytest
 
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.service import BrokerService, ManagedStore
-from rocketpy.common.clock import SYSTEM_CLOCK
+from rocketpy.broker.service import BrokerService
+from rocketpy.common.aio import wait_until
 from rocketpy.namesrv.config import NamesrvConfig
 from rocketpy.namesrv.service import NamesrvService
+from rocketpy.store.config import MessageStoreConfig
 from tests.helpers.broker_client import JavaLikeClient
-from tests.unit.broker.support import MemStore
 
 
-@dataclass
-class StoreBinding:
-    """How brokers in a test get their store."""
-
-    factory: Callable[[Path], Callable[[Executor], ManagedStore]]
-
-
-def _mem_factory(root: Path) -> Callable[[Executor], ManagedStore]:
-    return lambda executor: MemStore(SYSTEM_CLOCK.wall_ms)
-
-
-@pytest.fixture
-def store_binding() -> StoreBinding:
-    """The store the brokers of a test run on."""
-    return StoreBinding(factory=_mem_factory)
+def store_config(root: Path, **extra: object) -> MessageStoreConfig:
+    """A store with tiny segments (64 KiB commit log, 100-unit consume queues)."""
+    values: dict[str, object] = {
+        "storePathRootDir": str(root),
+        "mappedFileSizeCommitLog": 64 * 1024,
+        "mappedFileSizeConsumeQueue": 20 * 100,
+        "flushIntervalCommitLog": 50,
+        "flushIntervalConsumeQueue": 50,
+    }
+    values.update(extra)
+    return MessageStoreConfig.build(values)
 
 
 @pytest.fixture
@@ -82,30 +75,29 @@ def broker_config(namesrv: NamesrvService, root: Path, **extra: object) -> Broke
         "clientChannelScanInterval": 100,
         "scheduleScanInterval": 50,
         "shutdownTimeoutMillis": 5000,
+        "messageDelayLevel": "1s 2s 3s",
+        "maxHashSlotNum": 64,
+        "maxIndexNum": 256,
     }
     values.update(extra)
     return BrokerConfig.build(values)
 
 
 @pytest.fixture
-async def broker_factory(
-    namesrv: NamesrvService, tmp_path: Path, store_binding: StoreBinding
-) -> AsyncIterator[BrokerFactory]:
+async def broker_factory(namesrv: NamesrvService, tmp_path: Path) -> AsyncIterator[BrokerFactory]:
     """Start brokers; ``store_root`` defaults to ``tmp_path/<brokerName>``; all are stopped at
     the end."""
     started: list[BrokerService] = []
 
     async def make(
-        *, store_root: Path | None = None, message_delay_level: str = "1s 2s 3s", **extra: object
+        *,
+        store_root: Path | None = None,
+        store: Mapping[str, object] | None = None,
+        **extra: object,
     ) -> BrokerService:
         cfg = broker_config(namesrv, tmp_path, **extra)
         root = store_root or tmp_path / cfg.broker_name
-        svc = BrokerService(
-            cfg,
-            store_root=root,
-            store_factory=store_binding.factory(root),
-            message_delay_level=message_delay_level,
-        )
+        svc = BrokerService(cfg, store_config(root, **(store or {})))
         async with asyncio.timeout(10):
             await svc.start()
         started.append(svc)
@@ -124,3 +116,9 @@ async def client() -> AsyncIterator[JavaLikeClient]:
     yield c
     async with asyncio.timeout(5):
         await c.close()
+
+
+async def dispatched(broker: BrokerService, topic: str, count: int, queue_id: int = 0) -> None:
+    """Wait until the store's reput made ``count`` messages of ``topic/queue_id`` consumable
+    (dispatch is asynchronous, as upstream's ReputMessageService)."""
+    await wait_until(lambda: broker.store.max_offset_in_queue(topic, queue_id) >= count, 5)

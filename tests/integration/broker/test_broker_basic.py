@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from rocketpy.broker.message import BatchEntry, decode_offset_msg_id
 from rocketpy.common import fastjson
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.store.commit_log.record import BatchItem, decode_offset_msg_id, encode_properties
 from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
-from tests.integration.broker.conftest import BrokerFactory
+from tests.integration.broker.conftest import BrokerFactory, dispatched
 
 pytestmark = pytest.mark.integration
 
@@ -68,18 +68,16 @@ async def test_broker_produce_consume_round_trip(
         )
         assert resp.code == ResponseCode.SUCCESS
         assert resp.ext("queueOffset") == str(i)
-        assert decode_offset_msg_id(resp.ext("msgId") or "")[:2] == (
-            "127.0.0.1",
-            broker.server.port,
-        )
+        assert decode_offset_msg_id(resp.ext("msgId") or "")[0] == ("127.0.0.1", broker.server.port)
     batch = [
-        BatchEntry(flag=0, body=b"b0", properties={"UNIQ_KEY": "B0"}),
-        BatchEntry(flag=0, body=b"b1", properties={"UNIQ_KEY": "B1"}),
+        BatchItem(flag=0, body=b"b0", properties=encode_properties({"UNIQ_KEY": "B0"})),
+        BatchItem(flag=0, body=b"b1", properties=encode_properties({"UNIQ_KEY": "B1"})),
     ]
     resp = await client.send_batch(addr, "T", batch)
     assert resp.code == ResponseCode.SUCCESS
     assert resp.ext("queueOffset") == "3"
     await client.heartbeat(addr, "g", (subscription("T", "TagA || TagB"),))
+    await dispatched(broker, "T", 5)
     resp = await client.pull(addr, "g", "T", 0)
     assert resp.code == ResponseCode.SUCCESS
     assert resp.body is not None
@@ -110,6 +108,7 @@ async def test_broker_long_poll_wakes_on_arrival_and_times_out(
     addr = broker.address
     await client.send(addr, "T", b"first")
     await client.heartbeat(addr, "g", (subscription("T"),))
+    await dispatched(broker, "T", 1)
     producer = JavaLikeClient()
     try:
         pull = asyncio.create_task(client.pull(addr, "g", "T", 1, suspend_ms=10_000))
@@ -141,6 +140,7 @@ async def test_broker_offsets_commit_and_query(
     await client.send(addr, "T", b"a")
     await client.send(addr, "T", b"b")
     await client.heartbeat(addr, "g", (subscription("T"),))
+    await dispatched(broker, "T", 2)
     await client.pull(addr, "g", "T", 1, commit_offset=1)
     query = {"consumerGroup": "g", "topic": "T", "queueId": "0"}
     assert (await client.call(addr, RequestCode.QUERY_CONSUMER_OFFSET, query)).ext("offset") == "1"
@@ -166,6 +166,7 @@ async def test_broker_runtime_info_and_consume_stats(
     for i in range(3):
         await client.send(addr, "T", f"m{i}".encode())
     await client.heartbeat(addr, "g", (subscription("T"),))
+    await dispatched(broker, "T", 3)
     await client.pull(addr, "g", "T", 0, max_nums=2)
     await client.pull(addr, "g", "T", 2, max_nums=1, commit_offset=2)
     resp = await client.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)

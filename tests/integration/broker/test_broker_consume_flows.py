@@ -10,7 +10,7 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
-from tests.integration.broker.conftest import BrokerFactory
+from tests.integration.broker.conftest import BrokerFactory, dispatched
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +26,7 @@ async def test_broker_send_back_retry_delay_then_dlq(
     addr = broker.address
     await client.send(addr, "T", b"payload", tags="TagA")
     await client.heartbeat(addr, "g", (subscription("T"),))
+    await dispatched(broker, "T", 1)
     first = await client.pull(addr, "g", "T", 0)
     assert first.body is not None
     original = decode_records(first.body)[0]
@@ -55,6 +56,7 @@ async def test_broker_send_back_retry_delay_then_dlq(
     assert (
         await client.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, back)
     ).code == ResponseCode.SUCCESS
+    await dispatched(broker, "%DLQ%g", 1)
     dlq = await client.pull(addr, "g", "%DLQ%g", 0, expression="*")
     assert dlq.code == ResponseCode.SUCCESS
     assert dlq.body is not None
@@ -104,7 +106,7 @@ async def test_broker_lock_unlock_and_dlq_while_locked(
         assert await other.lock(addr, "g", [q1]) == (q1,)
         resp = await client.send(addr, "%RETRY%g", b"r", reconsume_times=1, max_reconsume_times=16)
         assert resp.code == ResponseCode.SUCCESS
-        assert broker.store.max_offset_in_queue("%DLQ%g", 0) == 1
+        await dispatched(broker, "%DLQ%g", 1)
     finally:
         await other.close()
 

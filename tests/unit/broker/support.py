@@ -32,7 +32,12 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
-from rocketpy.store.commit_log.record import MessageRecord, encode_properties, encode_record
+from rocketpy.store.commit_log.record import (
+    MessageRecord,
+    encode_offset_msg_id,
+    encode_properties,
+    encode_record,
+)
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]
@@ -86,6 +91,9 @@ class MemStore:
     async def start(self) -> None:
         """Nothing to open."""
 
+    def set_store_host(self, host: tuple[str, int]) -> None:
+        """Messages carry their store host."""
+
     async def stop(self) -> None:
         """Nothing to flush."""
 
@@ -126,7 +134,8 @@ class MemStore:
         stored = self._append(msg)
         return PutResult(
             status=PutMessageStatus.PUT_OK,
-            wrote_offsets=(stored.commit_log_offset,),
+            wrote_offset=stored.commit_log_offset,
+            msg_id=encode_offset_msg_id(stored.store_host, stored.commit_log_offset),
             queue_offset=stored.queue_offset,
             store_timestamp=stored.store_timestamp,
         )
@@ -135,7 +144,10 @@ class MemStore:
         stored = [self._append(m) for m in msgs]
         return PutResult(
             status=PutMessageStatus.PUT_OK,
-            wrote_offsets=tuple(s.commit_log_offset for s in stored),
+            wrote_offset=stored[0].commit_log_offset,
+            msg_id=",".join(
+                encode_offset_msg_id(s.store_host, s.commit_log_offset) for s in stored
+            ),
             queue_offset=stored[0].queue_offset,
         )
 
@@ -148,7 +160,7 @@ class MemStore:
         *,
         max_msg_nums: int,
         max_total_bytes: int,
-        tags_filter: Callable[[int], bool] | None,
+        tags_codes: set[int] | None,
     ) -> GetResult:
         queue = self.queues.get((topic, queue_id))
         high = len(queue) if queue else 0
@@ -174,7 +186,7 @@ class MemStore:
         nxt = offset
         for msg in queue[offset : offset + max_msg_nums]:
             nxt = msg.queue_offset + 1
-            if tags_filter is None or tags_filter(tags_hash_code(msg.properties.get("TAGS"))):
+            if not tags_codes or tags_hash_code(msg.properties.get("TAGS")) in tags_codes:
                 found.append(_encode_record(msg))
         status = GetMessageStatus.FOUND if found else GetMessageStatus.NO_MATCHED_MESSAGE
         return result(status, nxt, tuple(found))
@@ -230,7 +242,7 @@ class MemStore:
     def add_arrival_listener(self, listener: Callable[[str, int, int, int], None]) -> None:
         self.listeners.append(listener)
 
-    def delete_topics(self, topics: set[str]) -> None:
+    async def delete_topics(self, topics: set[str]) -> None:
         for key in [k for k in self.queues if k[0] in topics]:
             del self.queues[key]
 
@@ -253,7 +265,7 @@ def _encode_record(msg: StoredMessage) -> bytes:
             store_timestamp=msg.store_timestamp,
             store_host=(msg.store_host[0], msg.store_host[1]),
             reconsume_times=msg.reconsume_times,
-            properties=encode_properties(msg.properties),
+            properties=encode_properties(dict(msg.properties)),
         )
     )
 

@@ -6,10 +6,14 @@ from collections.abc import Callable
 
 import pytest
 
-from rocketpy.broker.message import BatchEntry, decode_offset_msg_id, encode_batch_body
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.record import encode_properties
+from rocketpy.store.commit_log.record import (
+    BatchItem,
+    decode_offset_msg_id,
+    encode_batch_body,
+    encode_properties,
+)
 from tests.unit.broker.support import Harness
 
 MakeHarness = Callable[..., Harness]
@@ -61,7 +65,7 @@ async def test_send_auto_creates_topic_and_answers_like_java(harness: MakeHarnes
         "0",
         "U1",
     )
-    assert decode_offset_msg_id(resp.ext("msgId") or "") == ("127.0.0.1", 10911, 0)
+    assert decode_offset_msg_id(resp.ext("msgId") or "") == (("127.0.0.1", 10911), 0)
     stored = h.store.queues[("TopicTest", 2)][0]
     assert stored.body == b"hello"
     assert stored.properties["CLUSTER"] == "c1"
@@ -140,7 +144,11 @@ async def test_send_batch_consecutive_offsets(harness: MakeHarness) -> None:
     message keeps its own UNIQ_KEY; batches to %RETRY% topics are MESSAGE_ILLEGAL."""
     h = harness()
     entries = [
-        BatchEntry(flag=0, body=f"m{i}".encode(), properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"})
+        BatchItem(
+            flag=0,
+            body=f"m{i}".encode(),
+            properties=encode_properties({"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"}),
+        )
         for i in range(3)
     ]
     resp = _ok(

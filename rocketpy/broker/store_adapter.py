@@ -1,0 +1,377 @@
+"""Binds ``rocketpy.store``'s MessageStore (and its IndexService) to the broker's
+:class:`~rocketpy.broker.store_api.BrokerStore` calls.
+
+Owns: converting the broker's message and result values to and from the store's, the index
+service's life cycle (loaded and registered as a dispatcher before the store re-dispatches), the
+long-polling arrival hook (a dispatcher, so it sees each record's tags code), and the queries the
+store facade does not offer yet but its consume queues and records answer: search by timestamp,
+store time at an offset, earliest store time, topic deletion and runtime figures. Mirrors the
+parts of ``DefaultMessageStore`` those calls come from (getOffsetInQueueByTime,
+getMessageStoreTimeStamp, getEarliestMessageTime, deleteTopics, queryMessage). Must not: write
+records or consume queues itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import struct
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+
+from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.store_api import (
+    ArrivalListener,
+    GetMessageStatus,
+    GetResult,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+    QueryResult,
+    StoredMessage,
+)
+from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.store.commit_log.commit_log import AppendResult
+from rocketpy.store.commit_log.commit_log import MessageToStore as StoreMessage
+from rocketpy.store.commit_log.record import (
+    BORNHOST_V6_FLAG,
+    INT32,
+    INT64,
+    SYSFLAG_POS,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Address,
+    MessageRecord,
+    decode_record,
+    encode_properties,
+    transaction_type,
+)
+from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.index.index_service import IndexService
+from rocketpy.store.message_store import MessageStore
+
+log = structlog.get_logger(__name__)
+
+_BORN_HOST_POS = 48  # after BORNTIMESTAMP
+
+
+def stored_message(rec: MessageRecord, size: int) -> StoredMessage:
+    """A decoded record as the broker's :class:`StoredMessage`."""
+    return StoredMessage(
+        topic=rec.topic,
+        queue_id=rec.queue_id,
+        queue_offset=rec.queue_offset,
+        commit_log_offset=rec.physical_offset,
+        size=size,
+        flag=rec.flag,
+        sys_flag=rec.sys_flag,
+        born_timestamp=rec.born_timestamp,
+        born_host=rec.born_host,
+        store_timestamp=rec.store_timestamp,
+        store_host=rec.store_host,
+        reconsume_times=rec.reconsume_times,
+        body=rec.body,
+        properties=rec.property_map(),
+    )
+
+
+def record_store_timestamp(raw: bytes) -> int:
+    """STORETIMESTAMP of a raw record without decoding the rest (message-format.md 1)."""
+    (sys_flag,) = INT32.unpack_from(raw, SYSFLAG_POS)
+    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    (ts,) = INT64.unpack_from(raw, _BORN_HOST_POS + born_len)
+    return int(ts)
+
+
+def _to_store(msg: MessageToStore) -> StoreMessage:
+    return StoreMessage(
+        topic=msg.topic,
+        queue_id=msg.queue_id,
+        body=msg.body,
+        flag=msg.flag,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        reconsume_times=msg.reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+        properties=encode_properties(msg.properties),
+        wait_store=msg.properties.get("WAIT", "true").lower() != "false",
+    )
+
+
+def _from_append(result: AppendResult) -> PutResult:
+    return PutResult(
+        status=PutMessageStatus(result.status.value),
+        wrote_offset=result.wrote_offset,
+        msg_id=result.msg_id,
+        queue_offset=result.queue_offset,
+        store_timestamp=result.store_timestamp,
+    )
+
+
+class _ArrivalDispatcher:
+    """Calls the long-polling listeners for every dispatched (consumable) record."""
+
+    def __init__(self) -> None:
+        self.listeners: list[ArrivalListener] = []
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if transaction_type(request.sys_flag) in (
+            TRANSACTION_PREPARED_TYPE,
+            TRANSACTION_ROLLBACK_TYPE,
+        ):
+            return
+        for listener in self.listeners:
+            listener(
+                request.topic,
+                request.queue_id,
+                request.consume_queue_offset + 1,
+                request.tags_code,
+            )
+
+
+class MessageStoreAdapter:
+    """A :class:`~rocketpy.broker.service.ManagedStore` over :class:`MessageStore`."""
+
+    def __init__(
+        self, config: MessageStoreConfig, broker: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        """Build the store and the index service; nothing is opened until :meth:`start`.
+
+        Args:
+            config: the store settings.
+            broker: the broker settings that size the index (``maxHashSlotNum``...).
+            clock: time source.
+        """
+        self.config = config
+        self.store = MessageStore(config, clock=clock)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-index")
+        self._arrivals = _ArrivalDispatcher()
+        self.store.register_dispatcher(self._arrivals)
+        self.index: IndexService | None = None
+        if config.message_index_enable:
+            self.index = IndexService(
+                config.root_dir / "index",
+                hash_slot_num=broker.max_hash_slot_num,
+                index_num=broker.max_index_num,
+                max_msgs_num_batch=broker.max_msgs_num_batch,
+                alloc_executor=self._executor,
+                flush_executor=self._executor,
+                clock=clock,
+            )
+        self._started = False
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def set_store_host(self, host: Address) -> None:
+        """``brokerIP1:listenPort``, known once the listener is bound; stored in every record
+        and offset message id from now on."""
+        self.store.commit_log.store_host = host
+
+    async def start(self) -> None:
+        """Load the index, then recover the store (its re-dispatch feeds the index)."""
+        if self.index is not None:
+            # Records the index already holds are skipped on re-dispatch; files are never
+            # discarded here (the store's checkpoint is not ours to share).
+            await self.index.load(last_exit_ok=True)
+            await self.index.start()
+            self.store.register_dispatcher(self.index)
+        await self.store.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Flush and close the store (checkpoint, ``abort`` removed), then the index."""
+        if not self._started:
+            self._executor.shutdown(wait=False)
+            return
+        self._started = False
+        await self.store.stop()
+        if self.index is not None:
+            await self.index.stop()
+        self._executor.shutdown(wait=False)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def put_message(self, msg: MessageToStore) -> PutResult:
+        """Append one message."""
+        return _from_append(await self.store.put_message(_to_store(msg)))
+
+    async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch with consecutive queue offsets."""
+        return _from_append(await self.store.put_messages([_to_store(m) for m in msgs]))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_msg_nums: int,
+        max_total_bytes: int,
+        tags_codes: set[int] | None,
+    ) -> GetResult:
+        """Read records from a consume queue."""
+        r = self.store.get_message(
+            group,
+            topic,
+            queue_id,
+            offset=offset,
+            max_count=max_msg_nums,
+            max_size=max_total_bytes,
+            tags_codes=tags_codes,
+        )
+        return GetResult(
+            status=GetMessageStatus(r.status.value),
+            next_begin_offset=r.next_begin_offset,
+            min_offset=r.min_offset,
+            max_offset=r.max_offset,
+            records=r.records,
+        )
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next queue offset (0 for an unknown queue)."""
+        return self.store.max_offset_in_queue(topic, queue_id)
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First available queue offset."""
+        return self.store.min_offset_in_queue(topic, queue_id)
+
+    def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """``getMessageStoreTimeStamp``: -1 when there is no record at ``offset``."""
+        queue = self.store.queues.get((topic, queue_id))
+        if queue is None or not queue.min_offset <= offset < queue.max_offset:
+            return -1
+        unit = queue.get_unit(offset)
+        if unit is None or unit.size <= 0:
+            return -1
+        raw = self.store.commit_log.mfq.read(unit.commit_log_offset, unit.size)
+        return -1 if raw is None else record_store_timestamp(raw)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """``getEarliestMessageTime``: store time at the min offset, -1 when empty."""
+        return self.message_store_time(
+            topic, queue_id, self.store.min_offset_in_queue(topic, queue_id)
+        )
+
+    def offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, upper: bool
+    ) -> int:
+        """``getOffsetInQueueByTime`` with 5.x boundary types (client-flows.md section 5):
+        LOWER = first offset stored at or after ``timestamp`` (max offset if none); UPPER = last
+        offset stored at or before it (0 if none)."""
+        queue = self.store.queues.get((topic, queue_id))
+        if queue is None:
+            return 0
+        lo, hi = queue.min_offset, queue.max_offset
+        if lo >= hi:
+            return hi
+        if upper:
+            left, right, found = lo, hi - 1, 0
+            while left <= right:
+                mid = (left + right) // 2
+                ts = self.message_store_time(topic, queue_id, mid)
+                if 0 <= ts <= timestamp:
+                    found, left = mid, mid + 1
+                else:
+                    right = mid - 1
+            return found
+        left, right, found = lo, hi - 1, hi
+        while left <= right:
+            mid = (left + right) // 2
+            if self.message_store_time(topic, queue_id, mid) >= timestamp:
+                found, right = mid, mid - 1
+            else:
+                left = mid + 1
+        return found
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the record at ``offset`` is readable now (segments are mapped)."""
+        return self.message_store_time(topic, queue_id, offset) >= 0
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The raw record at a commit-log offset."""
+        return self.store.look_message_by_offset(commit_log_offset)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> StoredMessage | None:
+        """The decoded record at a commit-log offset."""
+        raw = self.store.look_message_by_offset(commit_log_offset)
+        return None if raw is None else stored_message(decode_record(raw), len(raw))
+
+    def decode_message(self, record: bytes) -> StoredMessage:
+        """Decode one record from :meth:`get_message`."""
+        return stored_message(decode_record(record), len(record))
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> QueryResult:
+        """``queryMessage`` through the index (empty when the index is disabled)."""
+        if self.index is None:
+            return QueryResult(
+                records=(), index_last_update_timestamp=0, index_last_update_phyoffset=0
+            )
+        found = self.index.query_offsets(topic, key, max_num, begin_timestamp, end_timestamp)
+        records = [
+            raw
+            for raw in (self.store.look_message_by_offset(off) for off in found.phy_offsets)
+            if raw is not None
+        ]
+        return QueryResult(
+            records=records,
+            index_last_update_timestamp=found.index_last_update_timestamp,
+            index_last_update_phyoffset=found.index_last_update_phyoffset,
+        )
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Long polling's wake-up hook: (topic, queue id, new max offset, tags code)."""
+        self._arrivals.listeners.append(listener)
+
+    async def delete_topics(self, topics: set[str]) -> None:
+        """``deleteTopics``: forget the topics' queues and delete their files off the loop."""
+        doomed = [key for key in self.store.queues if key[0] in topics]
+        queues = [self.store.queues.pop(key) for key in doomed]
+        for topic, queue_id in doomed:
+            self.store.commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+        root = self.config.consume_queue_dir
+
+        def work() -> None:
+            for queue in queues:
+                queue.close()
+            for topic in topics:
+                shutil.rmtree(root / topic, ignore_errors=True)
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        log.info("delete topics from store", topics=sorted(topics), queues=len(queues))
+
+    def runtime_info(self) -> Mapping[str, str]:
+        """Store figures for GET_BROKER_RUNTIME_INFO."""
+        cl = self.store.commit_log
+        info = {
+            "commitLogMinOffset": str(cl.min_offset),
+            "commitLogMaxOffset": str(cl.max_offset),
+            "dispatchBehindBytes": str(self.store.reput.behind()),
+            "pageCacheLockTimeMills": "0",
+            "earliestMessageTimeStamp": str(self._earliest_commit_log_time()),
+        }
+        try:
+            usage = shutil.disk_usage(self.config.commit_log_dir)
+        except OSError:
+            return info
+        info["commitLogDirCapacity"] = f"Total : {usage.total}, Free : {usage.free}."
+        info["commitLogDiskRatio"] = f"{usage.used / usage.total:.4f}" if usage.total else "0"
+        return info
+
+    def _earliest_commit_log_time(self) -> int:
+        """``getEarliestMessageTime``: -1 when the commit log holds no record."""
+        raw = self.store.look_message_by_offset(self.store.commit_log.min_offset)
+        if raw is None:
+            return -1
+        try:
+            return record_store_timestamp(raw)
+        except struct.error:
+            return -1

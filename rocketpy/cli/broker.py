@@ -1,0 +1,60 @@
+"""``mqbroker``: start a broker in the foreground (``BrokerStartup``).
+
+Flags as upstream: ``-c`` config file (broker, remoting and store keys in one ``.properties``
+file), ``-n`` NameServer address list (``;``-separated; else ``namesrvAddr`` from the file or the
+``NAMESRV_ADDR`` environment variable), ``-p`` print the effective configuration and exit. Prints
+``The broker[<brokerName>, <ip>:<port>] boot success. serializeType=JSON and name server is
+<namesrvAddr>`` when serving (the real port when ``listenPort=0``; the ``and name server is``
+part only when a NameServer is configured, as upstream). SIGTERM/SIGINT stop it in order; a bad
+config exits 2 with one line; a broker that dies of a bug exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.service import BrokerService
+from rocketpy.cli.common import boot, daemon_parser, load_settings, print_config, start_logging
+from rocketpy.common.aio import run, serve_until_signalled
+from rocketpy.store.config import MessageStoreConfig
+
+
+def boot_line(service: BrokerService) -> str:
+    """Upstream's boot-success line for ``service``."""
+    cfg = service.config
+    line = f"The broker[{cfg.broker_name}, {service.address}] boot success. serializeType=JSON"
+    if cfg.namesrv_addr:
+        line += f" and name server is {cfg.namesrv_addr}"
+    return line
+
+
+async def _serve(config: BrokerConfig, store_config: MessageStoreConfig) -> int:
+    shutdown = asyncio.Event()
+    service = BrokerService(config, store_config, on_fatal=shutdown.set)
+    code = await serve_until_signalled(
+        [service],
+        on_started=lambda: boot(boot_line(service)),
+        stop_timeout_s=config.shutdown_timeout_ms / 1000 + 5,
+        shutdown=shutdown,
+    )
+    return 1 if service.failed.is_set() else code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``bin/mqbroker`` and ``python -m rocketpy.cli.broker``."""
+    args = daemon_parser("mqbroker", __doc__ or "").parse_args(argv)
+    overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else None
+    config, unknown_broker = load_settings(BrokerConfig, args, overrides)
+    store_config, unknown_store = load_settings(MessageStoreConfig, args)
+    if args.print_config:
+        print_config(config)
+        print_config(store_config)
+        return 0
+    start_logging("broker", sorted(set(unknown_broker) & set(unknown_store)))
+    return run(_serve(config, store_config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
