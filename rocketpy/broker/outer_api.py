@@ -106,7 +106,9 @@ class BrokerOuterAPI:
             cluster_name=who.cluster_name,
             ha_server_addr=who.ha_server_addr,
             broker_id=who.broker_id,
-            heartbeat_timeout_millis=heartbeat_timeout_ms,
+            # Upstream sends a timeout only with acting master; otherwise the NameServer keeps
+            # its 120 s default, which outlives the 30 s registration period.
+            heartbeat_timeout_millis=heartbeat_timeout_ms if enable_acting_master else None,
             enable_acting_master=enable_acting_master,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,

@@ -87,9 +87,14 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     consumer.subscribe(args.topic, on_message)
     consumer.start()
     done.wait(args.timeout)
-    consumer.shutdown()
     with lock:
-        return {"received": sorted(seen)}
+        result = {"received": sorted(seen)}
+    # librocketmq 2.1.0 can crash inside PushConsumer shutdown
+    # (shutdownMessageTraceInnerProducer dereferences the trace producer it never created when
+    # message trace is off), so the result is printed before shutting down.
+    print(json.dumps(result), flush=True)
+    consumer.shutdown()
+    return result
 
 
 def main() -> int:
@@ -103,7 +108,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
     handlers = {"send-missing": _send_missing, "produce": _produce, "consume": _consume}
-    print(json.dumps(handlers[args.command](args)), flush=True)
+    result = handlers[args.command](args)
+    if args.command != "consume":
+        print(json.dumps(result), flush=True)
     return 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import start_namesrv
+from tests.helpers.processes import start_broker, start_namesrv
 
 pytestmark = pytest.mark.interop
 
@@ -53,4 +53,43 @@ def test_cpp_producer_missing_topic_gets_error_not_hang(tmp_path: Path) -> None:
         assert result["seconds"] < 20.0
         assert "route" in str(result["error"]).lower() or "topic" in str(result["error"]).lower()
     finally:
+        assert daemon.stop() == 0, daemon.output()
+
+
+def test_cpp_producer_and_push_consumer_round_trip(tmp_path: Path) -> None:
+    """1. Start mqnamesrv and mqbroker (auto topic creation on). 2. The C++ producer sends 1,000
+    messages synchronously. 3. Every send answers SEND_OK (status 0). 4. The C++ PushConsumer
+    receives all 1,000 distinct bodies."""
+    daemon, addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, addr)
+    try:
+        produced = _driver(
+            "produce",
+            "--namesrv",
+            addr,
+            "--topic",
+            "InteropTopic",
+            "--count",
+            "1000",
+            timeout_s=120.0,
+        )
+        assert produced["error_count"] == 0, produced["errors"]
+        assert produced["statuses"] == [0] * 1000
+        consumed = _driver(
+            "consume",
+            "--namesrv",
+            addr,
+            "--topic",
+            "InteropTopic",
+            "--group",
+            "interop_cg",
+            "--count",
+            "1000",
+            "--timeout",
+            "60",
+            timeout_s=120.0,
+        )
+        assert consumed["received"] == sorted(f"interop-{i}" for i in range(1000))
+    finally:
+        assert broker.stop() == 0, broker.output()
         assert daemon.stop() == 0, daemon.output()

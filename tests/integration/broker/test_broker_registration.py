@@ -12,6 +12,7 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import StoreError
 from rocketpy.common.properties import parse_properties
+from rocketpy.namesrv.route_info import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS, BrokerKey
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
@@ -123,3 +124,17 @@ async def test_broker_failed_start_releases_and_keeps_files(
         blocker.close()
     again = await broker_factory(store_root=tmp_path / "ok")
     assert again.server.port != 0
+
+
+async def test_broker_registration_keeps_namesrv_default_timeout(
+    namesrv: NamesrvService, broker_factory: BrokerFactory
+) -> None:
+    """1. Start a broker without acting master (registration every 30 s). 2. Look at the
+    NameServer's live entry for it.
+    Expected: the broker sent no heartbeatTimeoutMillis, so the NameServer keeps its 120 s
+    default -- longer than the registration period -- instead of expiring the broker after 10 s
+    between two registrations (upstream sends the timeout only with enableSlaveActingMaster)."""
+    broker = await broker_factory(registerNameServerPeriod=30_000)
+    live = namesrv.routes.broker_live_table[BrokerKey("DefaultCluster", broker.address)]
+    assert live.heartbeat_timeout_ms == DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
+    assert live.heartbeat_timeout_ms > 30_000
