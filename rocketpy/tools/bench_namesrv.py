@@ -15,109 +15,19 @@ import asyncio
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
+from rocketpy.tools.loadgen import Result, drive, read_frame, rss_mb, serve_echo
 
-_LEN = struct.Struct(">i")
-_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
 TOPIC = "BenchRouteTopic"
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One measured phase."""
-
-    label: str
-    requests: int
-    seconds: float
-    latencies_us: list[float]
-
-    @property
-    def rate(self) -> float:
-        """Requests per second."""
-        return self.requests / self.seconds if self.seconds else 0.0
-
-    def pct(self, q: float) -> float:
-        """Latency percentile in microseconds."""
-        if not self.latencies_us:
-            return 0.0
-        ordered = sorted(self.latencies_us)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    (length,) = _LEN.unpack(await reader.readexactly(4))
-    return await reader.readexactly(length)
-
-
-async def _drive(
-    host: str, port: int, frames: list[bytes], inflight: int, seconds: float
-) -> Result:
-    """Keep ``inflight`` requests outstanding on one connection for ``seconds``."""
-    reader, writer = await asyncio.open_connection(host, port)
-    sent_at: dict[bytes, float] = {}
-    latencies: list[float] = []
-    done = 0
-    stop_at = time.perf_counter() + seconds
-    index = 0
-
-    def send_one() -> None:
-        nonlocal index
-        frame = frames[index % len(frames)]
-        index += 1
-        key = _OPAQUE.search(frame)
-        if key is None:
-            raise RuntimeError("frame without opaque")
-        sent_at[key.group(1)] = time.perf_counter()
-        writer.write(frame)
-
-    start = time.perf_counter()
-    for _ in range(inflight):
-        send_one()
-    await writer.drain()
-    while sent_at:
-        payload = await asyncio.wait_for(_read_frame(reader), 10)
-        now = time.perf_counter()
-        match = _OPAQUE.search(payload[: 8 + 200])
-        if match is None or match.group(1) not in sent_at:
-            raise RuntimeError("response with an unknown opaque")
-        latencies.append((now - sent_at.pop(match.group(1))) * 1e6)
-        done += 1
-        if now < stop_at:
-            send_one()
-            await writer.drain()
-    elapsed = time.perf_counter() - start
-    writer.close()
-    await writer.wait_closed()
-    return Result("", done, elapsed, latencies)
-
-
-class _Echo(asyncio.Protocol):
-    """Writes every received byte straight back: no framing, no decoding, no work."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement the interface without subclassing asyncio.Transport.
-        self._transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        self._transport.write(data)
-
-
-async def _echo_server() -> tuple[asyncio.Server, int]:
-    server = await asyncio.get_running_loop().create_server(_Echo, "127.0.0.1", 0)
-    port: int = server.sockets[0].getsockname()[1]
-    return server, port
 
 
 def _route_frames(count: int) -> list[bytes]:
@@ -170,7 +80,7 @@ async def _call(
     try:
         writer.write(frame)
         await writer.drain()
-        return decode_frame(await asyncio.wait_for(_read_frame(reader), 5)), writer
+        return decode_frame(await asyncio.wait_for(read_frame(reader), 5)), writer
     finally:
         if not keep_open:
             writer.close()
@@ -200,13 +110,6 @@ def _start_namesrv(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError("mqnamesrv did not print its boot line")
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _print(res: Result) -> None:
     print(
         f"{res.label:<28} {res.rate:>10,.0f} req/s   p50 {res.pct(0.5):>7.0f} us   "
@@ -225,14 +128,14 @@ async def _bench(args: argparse.Namespace, namesrv_port: int, pid: int | None) -
         raise RuntimeError(f"route lookup failed: {check.code} {check.remark}")
     frames = _route_frames(4096)
     if pid is not None:
-        print(f"NameServer idle RSS: {_rss_mb(pid):.1f} MB (pid {pid})")
-    await _drive("127.0.0.1", namesrv_port, frames, args.inflight, 1.0)  # warm-up
-    ns = await _drive("127.0.0.1", namesrv_port, frames, args.inflight, args.duration)
+        print(f"NameServer idle RSS: {rss_mb(pid):.1f} MB (pid {pid})")
+    await drive("127.0.0.1", namesrv_port, frames, args.inflight, 1.0)  # warm-up
+    ns = await drive("127.0.0.1", namesrv_port, frames, args.inflight, args.duration)
     ns = Result("namesrv route lookups", ns.requests, ns.seconds, ns.latencies_us)
-    server, echo_port = await _echo_server()
+    server, echo_port = await serve_echo()
     try:
-        await _drive("127.0.0.1", echo_port, frames, args.inflight, 1.0)
-        echo = await _drive("127.0.0.1", echo_port, frames, args.inflight, args.duration)
+        await drive("127.0.0.1", echo_port, frames, args.inflight, 1.0)
+        echo = await drive("127.0.0.1", echo_port, frames, args.inflight, args.duration)
         echo = Result("raw echo ceiling", echo.requests, echo.seconds, echo.latencies_us)
     finally:
         server.close()
@@ -242,7 +145,7 @@ async def _bench(args: argparse.Namespace, namesrv_port: int, pid: int | None) -
     _print(echo)
     print(f"ratio namesrv / echo ceiling: {ns.rate / echo.rate:.1%}")
     if pid is not None:
-        print(f"NameServer RSS after run: {_rss_mb(pid):.1f} MB")
+        print(f"NameServer RSS after run: {rss_mb(pid):.1f} MB")
     broker_channel.close()
 
 

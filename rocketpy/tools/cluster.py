@@ -48,6 +48,8 @@ class _Spec:
 
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
+BROKER_BOOT = re.compile(r"The broker\[\S+, (\S+)\] boot success\.")
+BROKER_PORT_OFFSET = 1035  # 9876 -> 10911, upstream's default broker port
 
 
 def _has_module(name: str) -> bool:
@@ -72,7 +74,34 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
             NAMESRV_BOOT,
         )
     ]
+    if _has_module("rocketpy.cli.broker"):
+        specs.append(
+            _Spec(
+                "broker-a",
+                "broker",
+                "rocketpy.cli.broker",
+                {
+                    "brokerClusterName": "DefaultCluster",
+                    "brokerName": "broker-a",
+                    "brokerId": "0",
+                    "brokerIP1": "127.0.0.1",
+                    "bindAddress": "127.0.0.1",
+                    "listenPort": str(base_port + BROKER_PORT_OFFSET if base_port else 0),
+                    "namesrvAddr": "{namesrv}",
+                    "storePathRootDir": str(data / "broker-a" / "store"),
+                    "autoCreateTopicEnable": "true",
+                    "flushDiskType": "ASYNC_FLUSH",
+                },
+                BROKER_BOOT,
+            )
+        )
     return specs
+
+
+def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:
+    """Fill ``{namesrv}`` with the addresses of the NameServers already started."""
+    namesrv = ";".join(m.address for m in members if m.role == "namesrv")
+    return {k: v.replace("{namesrv}", namesrv) for k, v in conf.items()}
 
 
 def _render(conf: dict[str, str]) -> str:
@@ -128,7 +157,7 @@ def start(directory: Path, base_port: int) -> int:
     members: list[Member] = []
     for spec in _specs(base_port, directory / "data"):
         conf = directory / "conf" / f"{spec.name}.conf"
-        conf.write_text(_render(spec.conf), encoding="utf-8")
+        conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
         log = directory / "logs" / f"{spec.name}.out"
         env = dict(os.environ, ROCKETPY_LOG_DIR=str(directory / "logs" / spec.name))
         # stdout (the boot line) and stderr (the readable log) in separate files: a log line
@@ -177,6 +206,11 @@ def _print_summary(directory: Path, members: list[Member]) -> None:
         print(f"  (not started, not built yet: {', '.join(missing)})")
     print(f"NAMESRV_ADDR={namesrv}")
     print(f"  try:  bin/mqadmin clusterList -n {namesrv}")
+    if any(m.role == "broker" for m in members):
+        print(
+            "        .venv/bin/python -m rocketpy.tools.benchmark producer"
+            f" -n {namesrv} --topic BenchmarkTest --duration 10"
+        )
     print("  stop: make cluster-stop")
 
 

@@ -37,7 +37,8 @@ def _tool(action: str, directory: Path) -> subprocess.CompletedProcess[str]:
 
 def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> None:
     """1. start on free ports. 2. The summary names each address and how to stop. 3. mqadmin
-    reaches the NameServer. 4. stop ends every recorded process."""
+    clusterList lists the broker registered with the NameServer. 4. stop ends every recorded
+    process, broker before NameServer."""
     directory = tmp_path / "cluster"
     started = _tool("start", directory)
     try:
@@ -48,9 +49,11 @@ def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> No
         listed = run_bin(["mqadmin", "clusterList", "-n", match.group(1)], tmp_path)
         assert listed.returncode == 0, listed.stderr
         members = json.loads((directory / "cluster.json").read_text())["members"]
-        assert members[0]["role"] == "namesrv"
+        assert [m["role"] for m in members] == ["namesrv", "broker"]
+        assert "broker-a  " in listed.stdout
+        assert members[1]["address"] in listed.stdout
     finally:
         stopped = _tool("stop", directory)
     assert stopped.returncode == 0
-    assert "stopped namesrv" in stopped.stdout
+    assert stopped.stdout.index("stopped broker-a") < stopped.stdout.index("stopped namesrv")
     assert not (directory / "cluster.json").exists()

@@ -1,0 +1,169 @@
+"""Raw load generation shared by the benchmarks: a pipelined frame driver and an echo server.
+
+Owns: :func:`drive` (keeps N pre-encoded request frames in flight on one connection and times each
+reply by its ``opaque``), :func:`serve_echo` (a server that writes every byte straight back: no
+framing, no decoding, no work -- the loopback ceiling), :class:`Result` and the ``/proc`` RSS
+reader. Must not: decode replies beyond finding the opaque (the driver must cost the same against
+the echo server and a daemon, or the ratio means nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+_LEN = struct.Struct(">i")
+_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One measured phase: ``requests`` replies (``messages`` messages) in ``seconds``."""
+
+    label: str
+    requests: int
+    seconds: float
+    latencies_us: list[float]
+    messages: int = 0
+    failures: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Requests per second."""
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def message_rate(self) -> float:
+        """Messages per second (``requests`` when a request carries one message)."""
+        return (self.messages or self.requests) / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        """Latency percentile in microseconds."""
+        if not self.latencies_us:
+            return 0.0
+        ordered = sorted(self.latencies_us)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def labelled(self, label: str, messages_per_request: int = 1) -> Result:
+        """The same figures under another label."""
+        return Result(
+            label,
+            self.requests,
+            self.seconds,
+            self.latencies_us,
+            self.requests * messages_per_request,
+            self.failures,
+        )
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One length-prefixed frame's payload."""
+    (length,) = _LEN.unpack(await reader.readexactly(4))
+    return await reader.readexactly(length)
+
+
+def opaque_of(frame: bytes, start: int = 4) -> bytes:
+    """The ``opaque`` digits of a JSON-header frame (``start`` = offset of the header length)."""
+    header_len = _LEN.unpack_from(frame, start)[0] & 0xFFFFFF
+    match = _OPAQUE.search(frame, start + 4, start + 4 + header_len)
+    if match is None:
+        raise RuntimeError("frame without opaque")
+    return match.group(1)
+
+
+async def drive(
+    host: str,
+    port: int,
+    frames: list[bytes],
+    inflight: int,
+    seconds: float,
+    *,
+    count_failures: bool = False,
+) -> Result:
+    """Keep ``inflight`` requests outstanding on one connection for ``seconds``.
+
+    ``frames`` are whole encoded frames with distinct opaques, cycled; there must be more of them
+    than ``inflight``. With ``count_failures`` a reply whose code is not 0 counts as a failure (off
+    against the echo server, whose "replies" are the requests).
+    """
+    if len(frames) <= inflight:
+        raise ValueError("need more distinct frames than requests in flight")
+    keys = [opaque_of(f, 4) for f in frames]
+    reader, writer = await asyncio.open_connection(host, port)
+    sent_at: dict[bytes, float] = {}
+    latencies: list[float] = []
+    failures = 0
+    stop_at = time.perf_counter() + seconds
+    index = 0
+
+    def send_one() -> None:
+        nonlocal index
+        slot = index % len(frames)
+        index += 1
+        sent_at[keys[slot]] = time.perf_counter()
+        writer.write(frames[slot])
+
+    start = time.perf_counter()
+    for _ in range(inflight):
+        send_one()
+    await writer.drain()
+    while sent_at:
+        payload = await asyncio.wait_for(read_frame(reader), 10)
+        now = time.perf_counter()
+        key = opaque_of(payload, 0)
+        sent = sent_at.pop(key, None)
+        if sent is None:
+            raise RuntimeError("reply with an unknown opaque")
+        latencies.append((now - sent) * 1e6)
+        if count_failures:
+            failures += _code_nonzero(payload)
+        if now < stop_at:
+            send_one()
+            await writer.drain()
+    elapsed = time.perf_counter() - start
+    writer.close()
+    await writer.wait_closed()
+    return Result("", len(latencies), elapsed, latencies, failures=failures)
+
+
+_CODE = re.compile(rb'"code":(-?\d+)')
+
+
+def _code_nonzero(payload: bytes) -> int:
+    header_len = _LEN.unpack_from(payload, 0)[0] & 0xFFFFFF
+    match = _CODE.search(payload, 4, 4 + header_len)
+    return 0 if match is None or match.group(1) == b"0" else 1
+
+
+class _Echo(asyncio.Protocol):
+    """Writes every received byte straight back."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._transport.write(data)
+
+
+async def serve_echo(host: str = "127.0.0.1", port: int = 0) -> tuple[asyncio.Server, int]:
+    """Start the echo server; returns it and its port."""
+    server = await asyncio.get_running_loop().create_server(_Echo, host, port)
+    bound: int = server.sockets[0].getsockname()[1]
+    return server, bound
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` in MiB (0 when unknown)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return 0.0
+    return 0.0
