@@ -84,6 +84,8 @@ def _ext_fields(value: Any) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict):
         raise CodecError("extFields must be an object", field="extFields")
+    if all(type(v) is str for v in value.values()):
+        return value  # Java/Go clients: JSON object keys are str already, values all strings
     return {str(k): _text(v) for k, v in value.items() if v is not None}
 
 

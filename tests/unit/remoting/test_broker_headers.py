@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.errors import CodecError
 from rocketpy.remoting.protocol.headers.base import MissingHeaderField, from_ext, to_ext
 from rocketpy.remoting.protocol.headers.broker import (
     PullMessageRequestHeader,
@@ -100,3 +101,16 @@ def test_pull_headers_round_trip() -> None:
         "minOffset": "0",
         "maxOffset": "7",
     }
+
+
+def test_send_header_v2_batch_and_max_reconsume_land_in_their_fields() -> None:
+    """1. A V2 header with ``l`` (maxReconsumeTimes) = 16 and ``m`` (batch) = true.
+    2. Decode for code 320. Expected: batch True and max_reconsume_times 16 -- V1 declares them in
+    the other order than the letters, which the V2 -> V1 key map must follow; a bad int names
+    its V2 key."""
+    h = decode_send_header(RequestCode.SEND_BATCH_MESSAGE, {**JAVA_V2, "l": "16", "m": "true"})
+    assert h.batch is True
+    assert h.max_reconsume_times == 16
+    with pytest.raises(CodecError, match="bad value 'x'") as info:
+        decode_send_header(RequestCode.SEND_MESSAGE_V2, {**JAVA_V2, "e": "x"})
+    assert info.value.field == "e"

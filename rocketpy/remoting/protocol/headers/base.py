@@ -21,7 +21,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar, Union
+from typing import Any, Final, TypeVar, Union, cast
 
 from rocketpy.common.errors import CodecError
 
@@ -125,16 +125,55 @@ def from_ext(cls: type[T], ext: Mapping[str, str] | None) -> T:
         MissingHeaderField: a mandatory field is absent.
         CodecError: a present value does not parse as the field's type.
     """
-    fields = ext or {}
-    kwargs: dict[str, Any] = {}
-    for attr, name, parser, mandatory in _specs(cls):
-        raw = fields.get(name)
-        if raw is None:
-            if mandatory:
-                raise MissingHeaderField(name)
-            continue
-        try:
-            kwargs[attr] = parser(raw)
-        except ValueError as e:
-            raise CodecError(f"bad value {raw!r} for header field", field=name) from e
-    return cls(**kwargs)
+    decoder = _DECODERS.get((cls, None))
+    if decoder is None:
+        decoder = _compile_decoder(cls, None)
+    return cast(T, decoder(ext or _EMPTY))
+
+
+def from_ext_keys(cls: type[T], keys: tuple[str, ...], ext: Mapping[str, str] | None) -> T:
+    """Like :func:`from_ext`, but field ``i`` of ``cls`` is read from ``ext[keys[i]]`` -- one
+    class decoded from another wire shape (SEND_MESSAGE_V2's ``a``..``n`` into V1's fields)."""
+    decoder = _DECODERS.get((cls, keys))
+    if decoder is None:
+        decoder = _compile_decoder(cls, keys)
+    return cast(T, decoder(ext or _EMPTY))
+
+
+_EMPTY: Final[Mapping[str, str]] = types.MappingProxyType({})
+_DECODERS: dict[tuple[type, tuple[str, ...] | None], Callable[[Mapping[str, str]], Any]] = {}
+
+
+def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mapping[str, str]], Any]:
+    """Generate a straight-line decoder for ``cls`` (as dataclasses generates ``__init__``): the
+    send path decodes a header per message, and the generic loop cost more than the send."""
+    specs = _specs(cls)
+    if keys is not None and len(keys) != len(specs):
+        raise TypeError(f"{cls.__name__} has {len(specs)} wire fields, got {len(keys)} keys")
+    namespace: dict[str, Any] = {
+        "cls": cls,
+        "Missing": MissingHeaderField,
+        "CodecError": CodecError,
+    }
+    lines = ["def decode(fields):", "    get = fields.get", "    kw = {}"]
+    for i, (attr, name, parser, mandatory) in enumerate(specs):
+        key = keys[i] if keys is not None else name
+        namespace[f"p{i}"] = parser
+        convert = "raw" if parser is _identity else f"p{i}(raw)"
+        lines += [
+            f"    raw = get({key!r})",
+            "    if raw is not None:",
+            "        try:",
+            f"            kw[{attr!r}] = {convert}",
+            "        except ValueError as e:",
+            "            raise CodecError(",
+            f"                f'bad value {{raw!r}} for header field', field={key!r}",
+            "            ) from e",
+        ]
+        if mandatory:
+            lines += ["    else:", f"        raise Missing({key!r})"]
+    lines.append("    return cls(**kw)")
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the dataclass fields only
+    decoder: Callable[[Mapping[str, str]], Any] = namespace["decode"]
+    _DECODERS[(cls, keys)] = decoder
+    return decoder

@@ -15,8 +15,9 @@ where a client uses it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-from rocketpy.remoting.protocol.headers.base import from_ext, wire
+from rocketpy.remoting.protocol.headers.base import from_ext, from_ext_keys, wire
 
 # -- send ------------------------------------------------------------------------------------
 
@@ -109,8 +110,13 @@ def decode_send_header(code: int, ext: dict[str, str] | None) -> SendMessageRequ
     Mirrors ``AbstractSendMessageProcessor.parseRequestHeader``.
     """
     if code in (310, 320):
-        return send_header_from_v2(from_ext(SendMessageRequestHeaderV2, ext))
+        # Straight into the V1 form (what send_header_from_v2 does, without the V2 object).
+        return from_ext_keys(SendMessageRequestHeader, _V2_KEYS, ext)
     return from_ext(SendMessageRequestHeader, ext)
+
+
+#: The V2 key of each V1 field, in V1's field order (createSendMessageRequestHeaderV1).
+_V2_KEYS: Final = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l", "n")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
