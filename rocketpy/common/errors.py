@@ -117,3 +117,8 @@ class ControllerError(RocketPyError):
         self.code = code
         self.remark = remark
         super().__init__(f"{response_code_name(code)}({code}): {remark}")
+
+
+class ClientError(RocketPyError):
+    """A client-side failure that is not a single remote response (``MQClientException``): no
+    route for a topic, every retry failed, a client used before ``start()``."""

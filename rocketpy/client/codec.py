@@ -1,0 +1,292 @@
+"""The client side of ``MessageDecoder``: properties, batch bodies, pulled records, message ids.
+
+Owns: the byte formats a client writes (properties string, SEND_BATCH_MESSAGE body) and reads (the
+stored records of a PULL_MESSAGE body), plus the client unique id (``MessageClientIDSetter``) and
+Java's ``String.hashCode`` for tag codes. Pure: no I/O, no logging. The broker's copy of the record
+codec lives in ``rocketpy.store.commit_log.record``; the client may not import the store (STYLE.md
+section 4), so it keeps its own reader of message-format.md sections 1, 3, 4 and 5.
+
+Pulled record layout (message-format.md section 1, IPv4 hosts; IPv6 hosts take 16+4 bytes):
+
+=====  ====  ==========================  =====================================
+off    size  field                       notes
+=====  ====  ==========================  =====================================
+0      4     TOTALSIZE                   whole record
+4      4     MAGICCODE                   v1 0xDAA320A7, v2 0xDAA320AB
+8      4     BODYCRC
+12     4     QUEUEID
+16     4     FLAG
+20     8     QUEUEOFFSET
+28     8     PHYSICALOFFSET
+36     4     SYSFLAG                     0x1 compressed, 0x10/0x20 IPv6 hosts
+40     8     BORNTIMESTAMP
+48     8/20  BORNHOST
+..     8     STORETIMESTAMP
+..     8/20  STOREHOST
+..     4     RECONSUMETIMES
+..     8     PREPARED_TRANSACTION_OFFSET
+..     4     BODYLEN, then BODY
+..     1/2   TOPICLEN (v1 byte, v2 int16), then TOPIC
+..     2     PROPLEN, then PROPERTIES
+=====  ====  ==========================  =====================================
+
+Batch item (section 5): TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Final
+
+from rocketpy.common.errors import CodecError
+
+MAGIC_V1: Final = -626843481
+MAGIC_V2: Final = -626843477
+COMPRESSED_FLAG: Final = 0x1
+BORNHOST_V6_FLAG: Final = 0x10
+STOREHOST_V6_FLAG: Final = 0x20
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_ZLIB: Final = 0x300
+COMPRESSION_LZ4: Final = 0x100
+COMPRESSION_ZSTD: Final = 0x200
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+MAX_PROPERTIES_BYTES: Final = 32767
+
+# MessageConst property names.
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_WAIT: Final = "WAIT"
+PROPERTY_DELAY: Final = "DELAY"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
+PROPERTY_MSG_REGION: Final = "MSG_REGION"
+PROPERTY_TRACE_ON: Final = "TRACE_ON"
+PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+
+_HEAD: Final = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
+_MIDDLE: Final = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED_TRANSACTION_OFFSET, BODYLEN
+_INT8: Final = struct.Struct(">b")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+
+Address = tuple[str, int]
+
+
+class MessageCodecError(CodecError):
+    """A pulled record or message id that does not decode."""
+
+
+def java_string_hash(text: str) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int (tags code)."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def encode_properties(props: Mapping[str, str | None]) -> str:
+    """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
+
+
+def decode_properties(text: str | None) -> dict[str, str]:
+    """``string2messageProperties``: short or malformed segments skipped, last duplicate wins."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for seg in text.split(PROPERTY_SEPARATOR):
+        if len(seg) < 3:
+            continue
+        idx = seg.find(NAME_VALUE_SEPARATOR)
+        if 0 < idx < len(seg) - 1:
+            out[seg[:idx]] = seg[idx + 1 :]
+    return out
+
+
+def encode_batch_body(items: Iterable[tuple[int, bytes, str]]) -> bytes:
+    """``MessageDecoder.encodeMessages``: (flag, body, properties) per message; MAGIC and BODYCRC
+    are written as 0 (the broker ignores them)."""
+    parts: list[bytes] = []
+    for flag, body, properties in items:
+        props = properties.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise MessageCodecError("properties longer than 32767 bytes", field="PROPERTIES")
+        total = _BATCH_HEAD.size + len(body) + 2 + len(props)
+        parts += (_BATCH_HEAD.pack(total, 0, 0, flag, len(body)), body, _INT16.pack(len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+def _address(view: memoryview, pos: int, v6: bool) -> tuple[Address, int]:
+    n = 16 if v6 else 4
+    host = str(ipaddress.ip_address(bytes(view[pos : pos + n])))
+    (port,) = _INT32.unpack_from(view, pos + n)
+    return (host, port), pos + n + 4
+
+
+def encode_offset_msg_id(store_host: Address, physical_offset: int) -> str:
+    """message-format.md 4.1: uppercase hex of address + int32 port + int64 commit-log offset."""
+    packed = ipaddress.ip_address(store_host[0]).packed
+    return (packed + _INT32.pack(store_host[1]) + _INT64.pack(physical_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[Address, int]:
+    """Inverse of :func:`encode_offset_msg_id` (32 hex chars for IPv4, 56 for IPv6).
+
+    Raises:
+        MessageCodecError: wrong length or not hex.
+    """
+    if len(msg_id) not in (32, 56):
+        raise MessageCodecError(f"msg id of {len(msg_id)} characters", field="msgId")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise MessageCodecError("msg id is not hex", field="msgId") from e
+    n = len(raw) - 12
+    host = str(ipaddress.ip_address(raw[:n]))
+    (port,) = _INT32.unpack_from(raw, n)
+    (offset,) = _INT64.unpack_from(raw, n + 4)
+    return (host, port), offset
+
+
+def uncompress_body(body: bytes, sys_flag: int) -> bytes:
+    """The body as the producer wrote it: zlib (type 0 or 3) is undone; other compressors are not
+    supported and raise.
+
+    Raises:
+        MessageCodecError: LZ4/ZSTD body, or a zlib body that does not inflate.
+    """
+    if not sys_flag & COMPRESSED_FLAG:
+        return body
+    kind = sys_flag & COMPRESSION_TYPE_MASK
+    if kind not in (0, COMPRESSION_ZLIB):
+        raise MessageCodecError(f"unsupported compression type {kind >> 8}", field="SYSFLAG")
+    try:
+        return zlib.decompress(body)
+    except zlib.error as e:
+        raise MessageCodecError(f"body does not inflate: {e}", field="BODY") from e
+
+
+class RawRecord:
+    """The decoded fields of one stored record (``MessageExt`` minus derived values)."""
+
+    __slots__ = (
+        "body",
+        "born_host",
+        "born_timestamp",
+        "flag",
+        "physical_offset",
+        "prepared_transaction_offset",
+        "properties",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+        "topic",
+    )
+
+    def __init__(self, view: memoryview, pos: int) -> None:
+        """Decode the record at ``pos`` of ``view``.
+
+        Raises:
+            MessageCodecError: a length points past the end, bad magic, or bad UTF-8.
+        """
+        try:
+            self._decode(view, pos)
+        except (struct.error, ValueError, UnicodeDecodeError) as e:
+            raise MessageCodecError(f"bad record: {e}", field="record", offset=pos) from e
+
+    def _decode(self, view: memoryview, pos: int) -> None:
+        (size, magic, _crc, qid, flag, qoff, phys, sys_flag, born_ts) = _HEAD.unpack_from(view, pos)
+        if magic not in (MAGIC_V1, MAGIC_V2) or size <= 0 or pos + size > len(view):
+            raise ValueError(f"magic {magic & 0xFFFFFFFF:#x} size {size}")
+        self.store_size, self.queue_id, self.flag = size, qid, flag
+        self.queue_offset, self.physical_offset, self.sys_flag = qoff, phys, sys_flag
+        self.born_timestamp = born_ts
+        at = pos + _HEAD.size
+        self.born_host, at = _address(view, at, bool(sys_flag & BORNHOST_V6_FLAG))
+        (self.store_timestamp,) = _INT64.unpack_from(view, at)
+        self.store_host, at = _address(view, at + 8, bool(sys_flag & STOREHOST_V6_FLAG))
+        self.reconsume_times, self.prepared_transaction_offset, body_len = _MIDDLE.unpack_from(
+            view, at
+        )
+        at += _MIDDLE.size
+        self.body = bytes(view[at : at + body_len])
+        at += body_len
+        width = _INT16 if magic == MAGIC_V2 else _INT8
+        (topic_len,) = width.unpack_from(view, at)
+        at += width.size
+        self.topic = str(view[at : at + topic_len], "utf-8")
+        at += topic_len
+        (props_len,) = _INT16.unpack_from(view, at)
+        self.properties = str(view[at + 2 : at + 2 + props_len], "utf-8")
+        if at + 2 + props_len != pos + size:
+            raise ValueError(f"record size {size} disagrees with its fields")
+
+
+def decode_records(body: bytes) -> list[RawRecord]:
+    """Records back to back, as in a PULL_MESSAGE body (``MessageDecoder.decodes``).
+
+    Raises:
+        MessageCodecError: a record does not decode.
+    """
+    view = memoryview(body)
+    out: list[RawRecord] = []
+    pos = 0
+    while pos < len(view):
+        rec = RawRecord(view, pos)
+        out.append(rec)
+        pos += rec.store_size
+    return out
+
+
+class UniqueIdGenerator:
+    """``MessageClientIDSetter``: 16 bytes as 32 uppercase hex characters.
+
+    IPv4 address (4) + pid (int16) + a per-generator hash (int32) + milliseconds since the start
+    of the current month (int32) + a counter (int16).
+    """
+
+    def __init__(self, ip: str, pid: int, salt: int) -> None:
+        packed = ipaddress.ip_address(ip).packed[-4:]
+        self._prefix = (packed + struct.pack(">hi", pid & 0x7FFF, salt & 0x7FFFFFFF)).hex().upper()
+        self._counter = 0
+        self._month_start_ms = 0
+        self._next_month_ms = 0
+
+    def _roll_month(self, now_ms: int) -> None:
+        now = datetime.fromtimestamp(now_ms / 1000, UTC)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        if start.month == 12:
+            nxt = start.replace(year=start.year + 1, month=1)
+        else:
+            nxt = start.replace(month=start.month + 1)
+        self._month_start_ms = int(start.timestamp() * 1000)
+        self._next_month_ms = int(nxt.timestamp() * 1000)
+
+    def next_id(self) -> str:
+        """A fresh id."""
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms >= self._next_month_ms:
+            self._roll_month(now_ms)
+        self._counter = (self._counter + 1) & 0xFFFF
+        return (
+            f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}{self._counter:04X}"
+        )

@@ -1,0 +1,361 @@
+"""The producer: send, send to a chosen queue, batch, oneway.
+
+Owns: :class:`Producer` (``DefaultMQProducer`` / ``DefaultMQProducerImpl.sendDefaultImpl``,
+``sendSelectImpl``, ``sendKernelImpl``): queue selection, the SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
+requests (client-flows.md section 2.2), retries on another broker, the response -> ``SendResult``
+mapping. Must not: log per message or re-encode constant header fields per send (the send path is
+the benchmark's hot path: one dict copy, one properties string, one frame).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from rocketpy.client.codec import (
+    COMPRESSED_FLAG,
+    COMPRESSION_ZLIB,
+    PROPERTY_UNIQ_KEY,
+    UniqueIdGenerator,
+    encode_batch_body,
+)
+from rocketpy.client.instance import ClientInstance
+from rocketpy.client.message import Message, MessageQueue, SendResult, SendStatus
+from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
+from rocketpy.common.codes import LanguageCode, RequestCode, ResponseCode
+from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, RequestTimeout
+from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+"""``MessageQueueSelector.select(mqs, msg, arg)``: pick one of the topic's publish queues."""
+
+_STATUS: Final[dict[int, SendStatus]] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+#: DefaultMQProducer.retryResponseCodes (+ GO_AWAY, newer 5.x).
+_RETRY_CODES: Final = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+        ResponseCode.GO_AWAY,
+    }
+)
+MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+_CODE_SEND: Final = int(RequestCode.SEND_MESSAGE_V2)
+_CODE_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
+_LANGUAGE: Final = int(LanguageCode.PYTHON)
+
+
+class _Payload:
+    """What one send puts on the wire besides the queue: encoded once, reused by retries."""
+
+    __slots__ = ("body", "code", "flag", "props", "sys_flag", "uniq")
+
+    def __init__(  # noqa: PLR0917 - a plain record
+        self, code: int, props: str, body: bytes, sys_flag: int, flag: int, uniq: str
+    ) -> None:
+        self.code = code
+        self.props = props
+        self.body = body
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.uniq = uniq
+
+
+class Producer:
+    """An asyncio ``DefaultMQProducer``.
+
+    Args:
+        group: producer group.
+        namesrv_addr: ``host:port[;host:port...]``.
+        send_timeout_s: default budget of one send, retries included.
+        retry_times_when_send_failed: extra attempts on another broker.
+        compress_msg_body_over_bytes: bodies at least this long are zlib-compressed.
+        instance_name: the part of the client id after ``ip@`` (default ``pid#nanos``).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        send_timeout_s: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        compress_msg_body_over_bytes: int = 4096,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        instance_name: str | None = None,
+        poll_namesrv_interval_s: float = 30.0,
+        heartbeat_interval_s: float = 30.0,
+    ) -> None:
+        self.group = group
+        self.send_timeout_s = send_timeout_s
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self._compress_over = compress_msg_body_over_bytes
+        self._max_size = max_message_size
+        self._client = ClientInstance(
+            namesrv_addr,
+            instance_name=instance_name,
+            request_timeout_s=send_timeout_s,
+            poll_namesrv_interval_s=poll_namesrv_interval_s,
+            heartbeat_interval_s=heartbeat_interval_s,
+            name="producer",
+        )
+        self._client.producer_groups = (group,)
+        self._routes = self._client.routes
+        self._publish = self._routes.publish
+        self._ids = UniqueIdGenerator(
+            self._client.client_ip,
+            os.getpid(),
+            random.getrandbits(31),
+        )
+        # Constant SEND_MESSAGE_V2 fields, copied per send (client-flows.md section 2.2).
+        self._base_ext: Final = {
+            "a": group,
+            "c": DEFAULT_TOPIC,
+            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+            "f": "0",
+            "h": "0",
+            "j": "0",
+            "k": "false",
+            "m": "false",
+        }
+
+    @property
+    def client_id(self) -> str:
+        """``ip@instanceName``."""
+        return self._client.client_id
+
+    async def start(self) -> None:
+        """Start the route-refresh and heartbeat timers (no broker connection yet)."""
+        self._client.start()
+
+    async def shutdown(self) -> None:
+        """Unregister from every broker, stop the timers, close connections (idempotent)."""
+        if self._client.stop_event.is_set():
+            return
+        await self._client.unregister_all(self.group, None)
+        await self._client.close()
+
+    async def _info(self, topic: str) -> TopicPublishInfo:
+        info = self._publish.get(topic)
+        if info is None or not info.queues:
+            self._client.check_started()
+            info = await self._routes.publish_info(topic)
+        return info
+
+    def _encode(self, msg: Message, *, compress: bool = True) -> tuple[str, bytes, int, str]:
+        """(properties, body, sysFlag, uniq id) of a single message."""
+        body = msg.body
+        if not body:
+            raise ClientError("the message body length is zero")
+        if len(body) > self._max_size:
+            raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
+        uniq = msg.properties.get(PROPERTY_UNIQ_KEY) or self._ids.next_id()
+        parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items() if k != PROPERTY_UNIQ_KEY]
+        if msg.tags:
+            parts.append(f"TAGS\x01{msg.tags}\x02")
+        if msg.keys:
+            parts.append(f"KEYS\x01{msg.keys}\x02")
+        if msg.delay_level > 0:
+            parts.append(f"DELAY\x01{msg.delay_level}\x02")
+        parts.append(f"WAIT\x01true\x02UNIQ_KEY\x01{uniq}\x02")
+        sys_flag = 0
+        if compress and len(body) >= self._compress_over:
+            body = zlib.compress(body, 5)
+            sys_flag = COMPRESSED_FLAG | COMPRESSION_ZLIB
+        return "".join(parts), body, sys_flag, uniq
+
+    def _request(self, mq: MessageQueue, p: _Payload) -> RemotingCommand:
+        ext = self._base_ext.copy()
+        ext["b"] = mq.topic
+        ext["e"] = str(mq.queue_id)
+        ext["g"] = str(time.time_ns() // 1_000_000)
+        ext["i"] = p.props
+        ext["n"] = mq.broker_name
+        if p.sys_flag:
+            ext["f"] = str(p.sys_flag)
+        if p.flag:
+            ext["h"] = str(p.flag)
+        if p.code == _CODE_BATCH:
+            ext["m"] = "true"
+        return RemotingCommand(
+            code=p.code,
+            language=_LANGUAGE,
+            version=CURRENT_VERSION,
+            opaque=next_opaque(),
+            ext_fields=ext,
+            body=p.body,
+        )
+
+    async def send(
+        self,
+        msg: Message,
+        timeout_s: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's answer.
+
+        Without ``queue``/``selector`` queues are taken round-robin and a failed attempt is
+        retried up to ``retry_times_when_send_failed`` times on another broker; with either, the
+        message goes to that queue once.
+
+        Args:
+            msg: the message.
+            timeout_s: budget for the whole send (default ``send_timeout_s``).
+            queue: send to exactly this queue.
+            selector: ``selector(queues, msg, arg)`` picks the queue.
+            arg: passed to ``selector``.
+
+        Returns:
+            The :class:`SendResult` (``msg_id`` is the message's UNIQ_KEY).
+
+        Raises:
+            ClientError: no route, empty or oversized body, or every attempt failed.
+            RemoteError: the broker refused with a code that is not retried.
+        """
+        props, body, sys_flag, uniq = self._encode(msg)
+        info = await self._info(msg.topic)
+        if selector is not None:
+            queue = selector(info.queues, msg, arg)
+        payload = _Payload(_CODE_SEND, props, body, sys_flag, msg.flag, uniq)
+        return await self._send_with_retries(info, queue, payload, timeout_s)
+
+    async def _send_with_retries(
+        self,
+        info: TopicPublishInfo,
+        queue: MessageQueue | None,
+        payload: _Payload,
+        timeout_s: float | None,
+    ) -> SendResult:
+        loop = asyncio.get_running_loop()
+        budget = self.send_timeout_s if timeout_s is None else timeout_s
+        deadline = loop.time() + budget
+        attempts = 1 if queue is not None else 1 + self.retry_times_when_send_failed
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for _ in range(attempts):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            mq = queue if queue is not None else info.select(last_broker)
+            last_broker = mq.broker_name
+            addr = info.broker_addrs.get(mq.broker_name) or self._routes.master_addr(mq.broker_name)
+            if addr is None:
+                last_error = ClientError(f"The broker[{mq.broker_name}] not exist")
+                continue
+            request = self._request(mq, payload)
+            try:
+                conn = await self._client.remoting.connection(addr)
+                response = await conn.invoke(request, remaining)
+            except (ConnectionClosed, RequestTimeout) as e:
+                last_error = e
+                continue
+            status = _STATUS.get(response.code)
+            if status is not None:
+                return _result(status, response, mq, payload.uniq)
+            error = RemoteError.for_code(response.code, response.remark or "")
+            if response.code not in _RETRY_CODES:
+                raise error
+            last_error = error
+        cost_ms = (budget - (deadline - loop.time())) * 1000
+        raise ClientError(
+            f"Send [{attempts}] times, still failed, cost [{cost_ms:.0f}]ms,"
+            f" Topic: {info.topic}, last error: {last_error}"
+        ) from last_error
+
+    async def send_batch(
+        self,
+        msgs: Sequence[Message],
+        timeout_s: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE (``MessageBatch``): stored as
+        consecutive offsets of one queue.
+
+        Returns:
+            The :class:`SendResult`; ``msg_id`` is the messages' UNIQ_KEYs joined with ``,``.
+
+        Raises:
+            ClientError: empty batch, mixed topics, delayed or retry-topic messages, no route.
+            RemoteError: the broker refused the batch.
+        """
+        if not msgs:
+            raise ClientError("MessageBatch is empty")
+        topic = msgs[0].topic
+        items: list[tuple[int, bytes, str]] = []
+        ids: list[str] = []
+        for msg in msgs:
+            if msg.topic != topic:
+                raise ClientError("The topic of the messages in one batch should be the same")
+            if msg.delay_level > 0:
+                raise ClientError("TimeDelayLevel is not supported for batching")
+            if topic.startswith("%RETRY%"):
+                raise ClientError("Retry Group is not supported for batching")
+            props, body, _, uniq = self._encode(msg, compress=False)  # batches never compress
+            items.append((msg.flag, body, props))
+            ids.append(uniq)
+        body = encode_batch_body(items)
+        if len(body) > self._max_size:
+            raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
+        batch_props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._ids.next_id()}\x02"
+        info = await self._info(topic)
+        payload = _Payload(_CODE_BATCH, batch_props, body, 0, 0, ",".join(ids))
+        return await self._send_with_retries(info, queue, payload, timeout_s)
+
+    async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
+        """Send without waiting for an answer (``sendOneway``): no result, no retry.
+
+        Raises:
+            ClientError: no route, bad body.
+            ConnectionClosed: the broker could not be reached.
+        """
+        props, body, sys_flag, _ = self._encode(msg)
+        info = await self._info(msg.topic)
+        mq = queue if queue is not None else info.select()
+        addr = info.broker_addrs.get(mq.broker_name) or self._routes.master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"The broker[{mq.broker_name}] not exist")
+        request = self._request(mq, _Payload(_CODE_SEND, props, body, sys_flag, msg.flag, ""))
+        async with asyncio.timeout(self.send_timeout_s):
+            conn = await self._client.remoting.connection(addr)
+        conn.invoke_oneway(request)
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's publish queues (``fetchPublishMessageQueues``)."""
+        return list((await self._info(topic)).queues)
+
+
+def _result(
+    status: SendStatus, response: RemotingCommand, mq: MessageQueue, uniq: str
+) -> SendResult:
+    ext = response.ext_fields or {}
+    queue_id = int(ext.get("queueId", mq.queue_id))
+    if queue_id != mq.queue_id:
+        mq = MessageQueue(topic=mq.topic, broker_name=mq.broker_name, queue_id=queue_id)
+    return SendResult(
+        status=status,
+        msg_id=uniq,
+        offset_msg_id=ext.get("msgId", ""),
+        message_queue=mq,
+        queue_offset=int(ext.get("queueOffset", -1)),
+        transaction_id=ext.get("transactionId"),
+        region_id=ext.get("MSG_REGION") or "DefaultRegion",
+        trace_on=ext.get("TRACE_ON") != "false",
+    )
