@@ -64,7 +64,11 @@ async def solo() -> AsyncIterator[Solo]:
         manager=manager,
         heartbeats=heartbeats,
         metadata=lambda: GetMetaDataResponseHeader(
-            group="g", controller_leader_id=node.leader_id, is_leader=pipeline.serving
+            group="g",
+            controller_leader_id=node.leader_id,
+            controller_leader_address=server.address if node.is_leader else None,
+            is_leader=pipeline.serving,
+            peers=f"n0:{server.address};",
         ),
         config=lambda: holder.config,
         update_config=update,
