@@ -45,7 +45,7 @@ def parse_peer_list(text: str) -> dict[str, str]:
         host, colon, port = addr.rpartition(":")
         if not sep or not node_id or not colon or not host or not port.isdigit():
             raise ValueError(f"peer {item!r} is not id-host:port")
-        if not 0 < int(port) < 65536:
+        if not 0 <= int(port) < 65536:  # 0: bind any (a one-member group in tests)
             raise ValueError(f"peer {item!r} has a bad port")
         if node_id in peers:
             raise ValueError(f"peer id {node_id!r} appears twice")

@@ -23,6 +23,7 @@ from rocketpy.common.errors import RequestTimeout
 from rocketpy.controller.state.events import ReadEvent, encode_events
 from rocketpy.controller.state.replicas_info import ControllerResult
 from rocketpy.dledger.core_types import NotLeader
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry
 
 log = structlog.get_logger(__name__)
 
@@ -51,12 +52,29 @@ class RaftNodeApi(Protocol):
         """The known leader's peer address."""
         ...
 
+    @property
+    def term(self) -> int:
+        """The current term."""
+        ...
+
     async def propose(self, data: bytes, timeout_s: float = 3.0) -> object:
         """Append ``data``, wait until applied here; raises NotLeader / RequestTimeout."""
         ...
 
     def add_role_listener(self, listener: Callable[[bool], None]) -> None:
         """Call ``listener(is_leader)`` on every role change."""
+        ...
+
+    def register(self, registry: ProcessorRegistry) -> None:
+        """Route the node's peer RPC codes on the shared server."""
+        ...
+
+    async def start(self) -> None:
+        """Recover from disk and start ticking."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop (idempotent)."""
         ...
 
 

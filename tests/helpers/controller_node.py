@@ -49,6 +49,16 @@ class SoloNode:
     def add_role_listener(self, listener: Callable[[bool], None]) -> None:
         self._listeners.append(listener)
 
+    def register(self, registry: object) -> None:
+        """No peer RPCs: a one-member group."""
+
+    async def start(self) -> None:
+        """Become leader at once, as a one-member group does after its first timeout."""
+        self.set_leader(True)
+
+    async def stop(self) -> None:
+        self._leader = False
+
     def set_leader(self, leader: bool) -> None:
         """Become (or stop being) the leader and tell the listeners."""
         self._leader = leader

@@ -62,6 +62,6 @@ def test_controller_parse_peer_list() -> None:
         "n0": "127.0.0.1:9877",
         "n1": "h-1:9878",
     }
-    for bad in ("n0-127.0.0.1:9877;n0-127.0.0.1:9878", "n0-127.0.0.1:0", "", "n0-:1"):
+    for bad in ("n0-127.0.0.1:9877;n0-127.0.0.1:9878", "n0-127.0.0.1:65536", "", "n0-:1"):
         with pytest.raises(ValueError, match=r"peer|no peers"):
             parse_peer_list(bad)
