@@ -1,7 +1,8 @@
 """``mqadmin``: upstream's admin subcommands with upstream's output columns.
 
 Owns: argument parsing and printing. Each subcommand is a :class:`Command` in :data:`COMMANDS`;
-other modules add theirs with :func:`command`. The requests themselves are made by
+other modules add theirs with :func:`command`; the controller commands (``-a``, no NameServer)
+live in :mod:`rocketpy.cli.admin_controller`. The requests themselves are made by
 :class:`rocketpy.client.admin.AdminClient`. ``-n`` (or ``NAMESRV_ADDR``) names the NameServers.
 Exit status: 0 ok, 1 the request failed, 2 bad usage.
 """
@@ -16,7 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from rocketpy.client.admin import AdminClient
+from rocketpy.cli.admin_controller import CONTROLLER_COMMANDS, ControllerCommand
+from rocketpy.client.admin import AdminClient, ControllerAdminClient
 from rocketpy.common.aio import run
 from rocketpy.common.errors import RocketPyError
 
@@ -212,7 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
             help="name server address list",
         )
         cmd.configure(p)
+    for ctl in CONTROLLER_COMMANDS.values():
+        ctl.configure(sub.add_parser(ctl.name, help=ctl.help))
     return parser
+
+
+async def _run_controller(cmd: ControllerCommand, args: argparse.Namespace) -> int:
+    admin = ControllerAdminClient()
+    try:
+        return await cmd.run(args, admin)
+    except (RocketPyError, OSError, ValueError) as e:
+        print(f"{cmd.name} command failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await admin.close()
 
 
 async def _run(cmd: Command, args: argparse.Namespace) -> int:
@@ -233,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    if args.command in CONTROLLER_COMMANDS:
+        return run(_run_controller(CONTROLLER_COMMANDS[args.command], args))
     if not args.namesrv_addr:
         print("please set the name server address with -n or NAMESRV_ADDR", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -141,3 +142,70 @@ def run_bin(
         env=bin_env(tmp / "logs"),
         check=False,
     )
+
+
+CONTROLLER_BOOT = re.compile(
+    r"The Controller Server boot success\. serializeType=JSON, address (\S+)"
+)
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports for a Raft group's static peer list. Every member must know every other address
+    before any starts, so these cannot come from binding port 0 in the daemon; they are
+    reserved by binding here and released just before the start (start_controllers retries)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def write_controller_confs(tmp: Path, count: int = 3, extra: str = "") -> list[Path]:
+    """Config files of a ``count``-member controller group with short test timings."""
+    ports = _free_ports(count)
+    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+    confs = []
+    for i in range(count):
+        conf = tmp / f"controller-n{i}.conf"
+        conf.write_text(
+            f"controllerDLegerGroup=group1\ncontrollerDLegerPeers={peers}\n"
+            f"controllerDLegerSelfId=n{i}\ncontrollerStorePath={tmp / f'n{i}' / 'raft'}\n"
+            f"configStorePath={tmp / f'n{i}' / 'controller.properties'}\n"
+            "controllerDLegerHeartBeatTimeIntervalMs=100\ncontrollerDLegerElectionTimeoutMs=600\n"
+            "scanNotActiveBrokerInterval=200\nscanInactiveMasterInterval=200\n"
+            f"controllerStartupGraceMs=0\n{extra}",
+            encoding="utf-8",
+        )
+        confs.append(conf)
+    return confs
+
+
+def start_controller(conf: Path, tmp: Path) -> tuple[Daemon, str]:
+    """Start ``bin/mqcontroller -c conf``; return it and the address it serves on."""
+    daemon = Daemon([str(BIN / "mqcontroller"), "-c", str(conf)], tmp / "logs")
+    match = daemon.wait_for(CONTROLLER_BOOT)
+    return daemon, match.group(1)
+
+
+def start_controllers(
+    tmp: Path, count: int = 3, extra: str = ""
+) -> tuple[list[Daemon], list[str], list[Path]]:
+    """Start a controller group as real processes; return daemons, addresses and configs."""
+    confs = write_controller_confs(tmp, count, extra)
+    daemons: list[Daemon] = []
+    addrs: list[str] = []
+    try:
+        for conf in confs:
+            daemon, addr = start_controller(conf, tmp)
+            daemons.append(daemon)
+            addrs.append(addr)
+    except BaseException:
+        for d in daemons:
+            d.stop()
+        raise
+    return daemons, addrs, confs
