@@ -19,12 +19,6 @@ from tests.helpers.processes import start_broker
 pytestmark = pytest.mark.process
 
 BROKER_EXTRA = "flushDiskType=SYNC_FLUSH\nflushConsumerOffsetInterval=100\n"
-FAST = {
-    "rebalance_interval_s": 0.5,
-    "persist_offset_interval_s": 0.1,
-    "poll_namesrv_interval_s": 0.3,
-    "pull_delay_on_error_s": 0.1,
-}
 
 
 def _consumer(namesrv: str, group: str, topic: str, got: list[bytes]) -> PushConsumer:
@@ -32,7 +26,14 @@ def _consumer(namesrv: str, group: str, topic: str, got: list[bytes]) -> PushCon
         got.extend(m.body for m in msgs)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(group, namesrv, **FAST)  # type: ignore[arg-type]
+    consumer = PushConsumer(
+        group,
+        namesrv,
+        rebalance_interval_s=0.5,
+        persist_offset_interval_s=0.1,
+        poll_namesrv_interval_s=0.3,
+        pull_delay_on_error_s=0.1,
+    )
     consumer.subscribe(topic)
     consumer.register_listener(listener)
     return consumer

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -18,13 +19,6 @@ from rocketpy.common.errors import ClientError, RemotingError
 from tests.helpers.cluster import Cluster, unique
 
 pytestmark = pytest.mark.process
-
-FAST = {
-    "rebalance_interval_s": 1.0,
-    "persist_offset_interval_s": 0.2,
-    "poll_namesrv_interval_s": 0.5,
-    "pull_delay_on_error_s": 0.2,
-}
 
 
 @pytest.fixture
@@ -42,11 +36,17 @@ async def _create_topic(producer: Producer, topic: str) -> None:
     await producer.send(Message(topic=topic, body=b"seed"))
 
 
-def _push(
-    cluster: Cluster, group: str, topic: str, expression: str = "*", **kw: object
-) -> PushConsumer:
-    settings = {**FAST, **kw}
-    return PushConsumer(group, cluster.namesrv_addr, **settings)  # type: ignore[arg-type]
+def _push(cluster: Cluster, group: str, topic: str, **kw: Any) -> PushConsumer:
+    """A PushConsumer with test-speed timers (``topic`` is subscribed by the caller)."""
+    return PushConsumer(
+        group,
+        cluster.namesrv_addr,
+        rebalance_interval_s=1.0,
+        persist_offset_interval_s=0.2,
+        poll_namesrv_interval_s=0.5,
+        pull_delay_on_error_s=0.2,
+        **kw,
+    )
 
 
 async def test_pull_consumer_round_trip_offsets_and_tag_filter(
@@ -241,8 +241,7 @@ async def test_push_consumer_delay_level_message_waits(
 async def test_push_consumers_rebalance_share_queues_without_duplicates(
     cluster: Cluster, producer: Producer
 ) -> None:
-    """1. Create a topic with 8 queues' worth of traffic (2 auto-created topics are 4 queues, so
-    the topic is created by UPDATE through the producer's default route: we use 2 topics x 4).
+    """1. Auto-create two topics of 4 queues each (8 queues for the group).
     2. Consumer A alone consumes batch 1 and commits. 3. Consumer B joins the group; wait until
     the 8 queues are split 4/4. 4. Send batch 2.
     Expected: every message of both batches is received exactly once in total; A and B hold
