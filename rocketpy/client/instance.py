@@ -77,6 +77,7 @@ class ClientInstance:
         self.consumer_data: Callable[[], tuple[ConsumerData, ...]] = tuple
         self._name = name
         self._started = False
+        self._heartbeated: set[str] = set()
 
     def register(self, code: int, processor: Processor) -> None:
         """Handle a request a broker sends on our connections (NOTIFY_CONSUMER_IDS_CHANGED)."""
@@ -125,15 +126,24 @@ class ClientInstance:
         )
         return encode_heartbeat(data)
 
-    async def heartbeat_all(self) -> None:
-        """HEART_BEAT to every known broker (masters only for a producer-only client)."""
+    async def heartbeat_all(self, *, only_new: bool = False) -> None:
+        """HEART_BEAT to every known broker (masters only for a producer-only client).
+
+        Args:
+            only_new: only brokers this client has not yet reached (a route fetched after start
+                named a new broker; waiting for the 30 s timer would leave it unregistered).
+        """
         consumers = self.consumer_data()
         body = self.heartbeat_body()
         for addr in self.routes.all_broker_addrs(masters_only=not consumers):
+            if only_new and addr in self._heartbeated:
+                continue
             try:
                 await self.invoke_ok(addr, RequestCode.HEART_BEAT, None, body)
             except (ConnectionClosed, RequestTimeout, RemoteError) as e:
                 log.warning("send heart beat to broker failed", broker=addr, error=str(e))
+            else:
+                self._heartbeated.add(addr)
 
     async def unregister_all(self, producer_group: str | None, consumer_group: str | None) -> None:
         """UNREGISTER_CLIENT to every known broker (shutdown); failures are logged."""

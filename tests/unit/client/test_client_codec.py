@@ -16,6 +16,7 @@ from rocketpy.client.codec import (
     java_string_hash,
 )
 from rocketpy.client.message import message_ext_from_record
+from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.store.commit_log.record import (
@@ -125,3 +126,15 @@ def test_publish_info_round_robin_avoids_last_broker() -> None:
     info = TopicPublishInfo("T", queues, {"a": "1:1", "b": "2:2"})
     assert {info.select() for _ in range(4)} == set(queues)
     assert all(info.select("a").broker_name == "b" for _ in range(4))
+
+
+def test_allocate_averagely_matches_java_blocks() -> None:
+    """1. 8 queues over 3 sorted client ids; 2 queues over 3 clients; an unknown client.
+    Expected: AllocateMessageQueueAveragely's blocks: [0,1,2], [3,4,5], [6,7]; with fewer queues
+    than clients the last client gets nothing; an unknown client gets nothing."""
+    mqs = [MessageQueue(topic="T", broker_name="b", queue_id=i) for i in range(8)]
+    cids = ["c1", "c2", "c3"]
+    got = [[mq.queue_id for mq in allocate_averagely(mqs, cids, c)] for c in cids]
+    assert got == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [len(allocate_averagely(mqs[:2], cids, c)) for c in cids] == [1, 1, 0]
+    assert allocate_averagely(mqs, cids, "other") == []

@@ -1,0 +1,196 @@
+"""PULL_MESSAGE as both consumers send it, and the response -> :class:`PullResult` mapping.
+
+Owns: :class:`PullStatus`, :class:`PullResult`, :func:`build_subscription`
+(``FilterAPI.buildSubscriptionData``), :func:`pull_message` (``PullAPIWrapper.pullKernelImpl`` +
+``processPullResponse`` + ``processPullResult``: decode records, drop tags outside ``tagsSet``,
+set ``MIN_OFFSET``/``MAX_OFFSET``), and the offset requests a consumer needs (QUERY/UPDATE
+_CONSUMER_OFFSET, GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP). Spec: client-flows.md 4.2-4.4.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from rocketpy.client.codec import (
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    decode_records,
+    java_string_hash,
+)
+from rocketpy.client.instance import ClientInstance
+from rocketpy.client.message import MessageExt, message_ext_from_record
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.errors import ClientError, RemoteError
+from rocketpy.remoting.protocol.body.broker import MessageQueue
+from rocketpy.remoting.protocol.body.heartbeat import SUB_ALL, SubscriptionData
+from rocketpy.remoting.protocol.command import RemotingCommand
+
+# PullSysFlag bits (message-format.md section 2).
+FLAG_COMMIT_OFFSET: Final = 0x1
+FLAG_SUSPEND: Final = 0x2
+FLAG_SUBSCRIPTION: Final = 0x4
+
+
+class PullStatus(enum.Enum):
+    """``PullStatus``."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS: Final[dict[int, PullStatus]] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullResult:
+    """``PullResult``: ``msgs`` already filtered by tag and decoded."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    msgs: list[MessageExt]
+
+
+def build_subscription(
+    topic: str, expression: str | None, version: int | None = None
+) -> SubscriptionData:
+    """``FilterAPI.buildSubscriptionData``: ``"a || b"`` -> tags and their hash codes; ``*`` or
+    empty subscribes to everything. ``version`` defaults to now in milliseconds."""
+    expr = (expression or "").strip() or SUB_ALL
+    tags: tuple[str, ...] = ()
+    if expr != SUB_ALL:
+        tags = tuple(dict.fromkeys(t.strip() for t in expr.split("||") if t.strip()))
+    return SubscriptionData(
+        topic=topic,
+        sub_string=expr,
+        tags_set=tags,
+        code_set=tuple(java_string_hash(t) for t in tags),
+        sub_version=time.time_ns() // 1_000_000 if version is None else version,
+    )
+
+
+async def pull_message(
+    client: ClientInstance,
+    addr: str,
+    group: str,
+    mq: MessageQueue,
+    offset: int,
+    *,
+    sub: SubscriptionData,
+    max_nums: int,
+    sys_flag: int,
+    commit_offset: int,
+    suspend_timeout_ms: int,
+    timeout_s: float,
+) -> PullResult:
+    """One PULL_MESSAGE to ``addr`` and its result.
+
+    Raises:
+        RemoteError: any response code other than the four pull outcomes.
+        ConnectionClosed, RequestTimeout: transport failures.
+    """
+    ext = {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max_nums),
+        "sysFlag": str(sys_flag),
+        "commitOffset": str(commit_offset),
+        "suspendTimeoutMillis": str(suspend_timeout_ms),
+        "subVersion": str(sub.sub_version),
+        "expressionType": sub.expression_type,
+        "bname": mq.broker_name,
+    }
+    if sys_flag & FLAG_SUBSCRIPTION:
+        ext["subscription"] = sub.sub_string
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
+    response = await client.remoting.invoke(addr, request, timeout_s)
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise RemoteError.for_code(response.code, response.remark or "")
+    rext = response.ext_fields or {}
+    min_offset = int(rext.get("minOffset", 0))
+    max_offset = int(rext.get("maxOffset", 0))
+    msgs: list[MessageExt] = []
+    if status is PullStatus.FOUND and response.body:
+        tags = None if sub.matches_all else frozenset(sub.tags_set)
+        for rec in decode_records(response.body):
+            msg = message_ext_from_record(rec, mq.broker_name)
+            if tags is not None and msg.tags not in tags:
+                continue
+            msg.properties[PROPERTY_MIN_OFFSET] = str(min_offset)
+            msg.properties[PROPERTY_MAX_OFFSET] = str(max_offset)
+            msgs.append(msg)
+    return PullResult(
+        status=status,
+        next_begin_offset=int(rext.get("nextBeginOffset", offset)),
+        min_offset=min_offset,
+        max_offset=max_offset,
+        msgs=msgs,
+    )
+
+
+def broker_addr(client: ClientInstance, mq: MessageQueue) -> str:
+    """The address to pull/commit ``mq`` at: its master, else a replica.
+
+    Raises:
+        ClientError: the broker name is not in any fetched route.
+    """
+    addr = client.routes.any_addr(mq.broker_name)
+    if addr is None:
+        raise ClientError(f"The broker[{mq.broker_name}] not exist")
+    return addr
+
+
+async def query_consumer_offset(client: ClientInstance, group: str, mq: MessageQueue) -> int:
+    """QUERY_CONSUMER_OFFSET; -1 when the broker has none (QUERY_NOT_FOUND)."""
+    ext = {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "bname": mq.broker_name,
+    }
+    response = await client.invoke(broker_addr(client, mq), RequestCode.QUERY_CONSUMER_OFFSET, ext)
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return -1
+    if response.code != ResponseCode.SUCCESS:
+        raise RemoteError.for_code(response.code, response.remark or "")
+    return int((response.ext_fields or {}).get("offset", -1))
+
+
+async def update_consumer_offset(
+    client: ClientInstance, group: str, mq: MessageQueue, offset: int
+) -> None:
+    """UPDATE_CONSUMER_OFFSET, waiting for the answer (Java sends it oneway; waiting lets
+    shutdown know the offsets are on the broker before UNREGISTER_CLIENT)."""
+    ext = {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "commitOffset": str(offset),
+        "bname": mq.broker_name,
+    }
+    await client.invoke_ok(broker_addr(client, mq), RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+
+
+async def queue_offset(
+    client: ClientInstance, mq: MessageQueue, code: int, timestamp_ms: int | None = None
+) -> int:
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP of ``mq``."""
+    ext = {"topic": mq.topic, "queueId": str(mq.queue_id), "bname": mq.broker_name}
+    if timestamp_ms is not None:
+        ext["timestamp"] = str(timestamp_ms)
+    response = await client.invoke_ok(broker_addr(client, mq), code, ext)
+    return int((response.ext_fields or {}).get("offset", 0))
