@@ -79,7 +79,10 @@ cluster-stop: $(STAMP)
 bench-namesrv: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_namesrv $(BENCH_ARGS)
 
-bench: bench-namesrv
+# make bench: NameServer + broker + echo server on loopback; every phase beside the ceiling.
+# BENCH_ARGS="-d 30 --soak 600" runs longer phases and a 10-minute RSS soak.
+bench: $(STAMP)
+	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -95,7 +95,10 @@ class BrokerConfig(RocketSettings):
     server_channel_max_idle_time_seconds: int = Field(
         120, alias="serverChannelMaxIdleTimeSeconds", ge=1
     )
-    max_inflight_per_connection: int = Field(256, alias="serverMaxInflightPerConnection", ge=1)
+    # Requests being processed per connection, suspended long-polling pulls included: a consumer
+    # holds one per assigned queue (BenchmarkTest alone has 1,024), so the cap is a guard against
+    # a flooding peer (~2 KiB each), not a throttle; sends are throttled by the request gate.
+    max_inflight_per_connection: int = Field(8192, alias="serverMaxInflightPerConnection", ge=1)
 
     # -- topics and groups
     auto_create_topic_enable: bool = Field(True, alias="autoCreateTopicEnable")

@@ -158,12 +158,21 @@ async def serve_echo(host: str = "127.0.0.1", port: int = 0) -> tuple[asyncio.Se
     return server, bound
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB (0 when unknown)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident set size of ``pid`` in MiB (0 when unknown); ``field`` picks another line of
+    ``/proc/<pid>/status`` (``RssAnon``: heap; ``RssFile``: mapped store files in page cache)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return 0.0
     return 0.0
+
+
+def memory_summary(pid: int) -> str:
+    """``RSS x MB (anon y MB, mapped files z MB)`` of ``pid``."""
+    return (
+        f"RSS {rss_mb(pid):.1f} MB (anon {rss_mb(pid, 'RssAnon'):.1f} MB, mapped files "
+        f"{rss_mb(pid, 'RssFile'):.1f} MB)"
+    )

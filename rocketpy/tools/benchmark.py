@@ -1,0 +1,569 @@
+"""Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``, and ``make bench``.
+
+Owns: the command line ``python -m rocketpy.tools.benchmark producer|batchproducer|consumer|echo|
+suite``. ``producer``/``batchproducer`` keep ``--inflight`` sends outstanding with the real
+:class:`rocketpy.client.Producer` and print every ``--report-interval`` seconds the send TPS, max
+and average RT, p50/p99 and failures, then a summary; ``consumer`` push-consumes and prints the
+consume TPS and born-to-consume latency; ``echo`` serves the raw loopback ceiling; ``suite`` (what
+``make bench`` runs) starts a NameServer, a broker and an echo server as child processes on
+loopback and runs every phase, printing each figure beside the ceiling measured in the same run.
+Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketpy.client.message import Message, MessageExt, SendStatus
+from rocketpy.client.producer import Producer
+from rocketpy.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketpy.common.codes import RequestCode
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import encode_frame
+from rocketpy.tools.loadgen import Result, drive, memory_summary, rss_mb, serve_echo
+
+BOOT_TIMEOUT_S = 20.0
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address \S+:(\d+)")
+BROKER_BOOT = re.compile(r"The broker\[\S+, \S+:(\d+)\] boot success\.")
+ECHO_BOOT = re.compile(r"echo server listening on 127\.0\.0\.1:(\d+)")
+
+
+# -- live statistics ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Window:
+    """Counters since the last report."""
+
+    sent: int = 0
+    failed: int = 0
+    rts_us: list[float] = field(default_factory=list)
+
+
+class SendStats:
+    """Aggregates send outcomes; ``report`` prints and resets one interval."""
+
+    def __init__(self, messages_per_send: int) -> None:
+        self._per_send = messages_per_send
+        self._reasons: set[str] = set()
+        self._window = _Window()
+        self.total = _Window()
+        self._last = time.perf_counter()
+        self.started = self._last
+
+    def ok(self, rt_us: float) -> None:
+        """One successful send taking ``rt_us``."""
+        self._window.sent += self._per_send
+        self._window.rts_us.append(rt_us)
+
+    def failed(self, why: object) -> None:
+        """One failed send; the first reason of each kind is printed once."""
+        self._window.failed += 1
+        kind = type(why).__name__ if isinstance(why, Exception) else str(why)
+        if kind not in self._reasons:
+            self._reasons.add(kind)
+            print(f"send failed: {why!r}", file=sys.stderr, flush=True)
+
+    def report(self) -> None:
+        """Print the interval's line in upstream's shape (plus p50/p99) and start a new one."""
+        now = time.perf_counter()
+        w, self._window = self._window, _Window()
+        span = max(now - self._last, 1e-9)
+        self._last = now
+        self.total.sent += w.sent
+        self.total.failed += w.failed
+        self.total.rts_us.extend(w.rts_us)
+        rts = sorted(w.rts_us)
+        avg = sum(rts) / len(rts) / 1000 if rts else 0.0
+        print(
+            f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} | Send TPS: {w.sent / span:,.0f}"
+            f" | Max RT(ms): {(rts[-1] if rts else 0) / 1000:.3f} | Average RT(ms): {avg:7.3f}"
+            f" | p50(ms): {_pct(rts, 0.5) / 1000:.3f} | p99(ms): {_pct(rts, 0.99) / 1000:.3f}"
+            f" | Send Failed: {w.failed}",
+            flush=True,
+        )
+
+    def summary(self, label: str) -> Result:
+        """The whole run as a :class:`Result` (one request per send)."""
+        self.report()
+        seconds = time.perf_counter() - self.started
+        t = self.total
+        return Result(label, len(t.rts_us), seconds, t.rts_us, t.sent, t.failed)
+
+
+def _pct(ordered: Sequence[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+async def _reporter(stats: SendStats, interval_s: float, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            async with asyncio.timeout(interval_s):
+                await stop.wait()
+        except TimeoutError:
+            stats.report()
+
+
+# -- producer ----------------------------------------------------------------------------------
+
+
+def _body(size: int) -> bytes:
+    return (b"rocketpy-benchmark-" * (size // 19 + 1))[:size]
+
+
+async def run_producer(
+    namesrv: str,
+    topic: str,
+    *,
+    size: int,
+    inflight: int,
+    duration_s: float,
+    batch: int = 1,
+    tags: str | None = None,
+    report_interval_s: float = 5.0,
+    label: str = "producer",
+) -> Result:
+    """Send for ``duration_s`` with ``inflight`` sends outstanding; return the whole run."""
+    producer = Producer("benchmark_producer", namesrv)
+    await producer.start()
+    body = _body(size)
+    stats = SendStats(batch)
+    stop = asyncio.Event()
+    deadline = time.perf_counter() + duration_s
+
+    async def send_loop() -> None:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            try:
+                if batch > 1:
+                    result = await producer.send_batch(
+                        [Message(topic=topic, body=body, tags=tags) for _ in range(batch)]
+                    )
+                else:
+                    result = await producer.send(Message(topic=topic, body=body, tags=tags))
+            except Exception as e:  # noqa: BLE001 - every failure is counted, the run goes on
+                stats.failed(e)
+                continue
+            if result.status is SendStatus.SEND_OK:
+                stats.ok((time.perf_counter() - started) * 1e6)
+            else:
+                stats.failed(result.status)
+
+    reporter = asyncio.create_task(_reporter(stats, report_interval_s, stop))
+    try:
+        await asyncio.gather(*(send_loop() for _ in range(inflight)))
+    finally:
+        stop.set()
+        await reporter
+        await producer.shutdown()
+    result = stats.summary(label)
+    print(
+        f"[Complete] Send Total: {result.messages:,} | Send Failed: {result.failures}"
+        f" | Send TPS: {result.message_rate:,.0f} | p50(ms): {result.pct(0.5) / 1000:.3f}"
+        f" | p99(ms): {result.pct(0.99) / 1000:.3f}",
+        flush=True,
+    )
+    return result
+
+
+# -- consumer ----------------------------------------------------------------------------------
+
+
+async def run_consumer(
+    namesrv: str,
+    topic: str,
+    group: str,
+    *,
+    duration_s: float,
+    expect: int | None = None,
+    report_interval_s: float = 5.0,
+    label: str = "consumer",
+) -> Result:
+    """Push-consume ``topic`` until ``duration_s`` passed or ``expect`` messages arrived."""
+
+    consumer = PushConsumer(group, namesrv)
+    consumer.subscribe(topic, "*")
+    window: list[float] = []
+    b2c: list[float] = []
+    received = 0
+    done = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        nonlocal received
+        now_ms = time.time() * 1000
+        for m in msgs:
+            window.append(now_ms - m.born_timestamp)
+        received += len(msgs)
+        if expect is not None and received >= expect:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer.register_listener(listener)
+    started = time.perf_counter()
+    last, last_count = started, 0
+    await consumer.start()
+    try:
+        deadline = started + duration_s
+        while not done.is_set() and time.perf_counter() < deadline:
+            try:
+                async with asyncio.timeout(min(report_interval_s, deadline - time.perf_counter())):
+                    await done.wait()
+            except TimeoutError:
+                pass
+            now = time.perf_counter()
+            lat = sorted(window)
+            b2c.extend(window)
+            window.clear()
+            print(
+                f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} | Consume TPS: "
+                f"{(received - last_count) / max(now - last, 1e-9):,.0f} | AVG(B2C) RT(ms): "
+                f"{(sum(lat) / len(lat)) if lat else 0:.3f} | MAX(B2C) RT(ms): "
+                f"{lat[-1] if lat else 0:.3f}",
+                flush=True,
+            )
+            last, last_count = now, received
+    finally:
+        await consumer.shutdown()
+    seconds = time.perf_counter() - started
+    print(
+        f"[Complete] consumed {received:,} messages in {seconds:.1f} s | Consume TPS: "
+        f"{received / seconds:,.0f}",
+        flush=True,
+    )
+    return Result(label, received, seconds, [x * 1000 for x in b2c], received)
+
+
+# -- raw ceiling -------------------------------------------------------------------------------
+
+
+def send_frames(topic: str, size: int, count: int, batch: int = 1) -> list[bytes]:
+    """``count`` SEND_MESSAGE_V2 frames (distinct opaques) as the Java client encodes them."""
+    body = _body(size)
+    frames = []
+    for i in range(count):
+        ext = {
+            "a": "benchmark_producer",
+            "b": topic,
+            "c": "TBW102",
+            "d": "4",
+            "e": str(i % 4),
+            "f": "0",
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": f"UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02",
+            "j": "0",
+            "k": "false",
+            "m": "false",
+        }
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
+        frames.append(encode_frame(cmd))
+    if batch != 1:
+        raise ValueError("raw frames carry one message")
+    return frames
+
+
+async def _echo_main(port: int) -> None:
+    server, bound = await serve_echo("127.0.0.1", port)
+    print(f"echo server listening on 127.0.0.1:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    await server.wait_closed()
+
+
+# -- suite (make bench) ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Child:
+    proc: subprocess.Popen[bytes]
+    port: int
+
+
+def _spawn(args: list[str], boot: re.Pattern[str], workdir: Path, name: str) -> _Child:
+    out = workdir / f"{name}.out"
+    env = dict(os.environ, ROCKETPY_LOG_DIR=str(workdir / "logs" / name))
+    with out.open("wb") as stdout, (workdir / f"{name}.err").open("wb") as stderr:
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
+            [sys.executable, *args], stdout=stdout, stderr=stderr, env=env
+        )
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        match = boot.search(out.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            return _Child(proc, int(match.group(1)))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{name} did not boot; see {workdir / (name + '.err')}")
+
+
+def _stop(child: _Child) -> None:
+    if child.proc.poll() is None:
+        child.proc.terminate()
+        try:
+            child.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            child.proc.kill()
+
+
+def _line(res: Result, ceiling: Result | None = None) -> None:
+    ratio = f"   {res.message_rate / ceiling.message_rate:6.1%} of ceiling" if ceiling else ""
+    print(
+        f"  {res.label:<44} {res.message_rate:>10,.0f} msg/s {res.message_rate * _SIZE / 1e6:7.2f}"
+        f" MB/s   p50 {res.pct(0.5) / 1000:7.3f} ms   p99 {res.pct(0.99) / 1000:7.3f} ms"
+        f"   failed {res.failures}{ratio}",
+        flush=True,
+    )
+
+
+_SIZE = 128
+
+
+async def _suite(args: argparse.Namespace, workdir: Path) -> None:
+    global _SIZE  # noqa: PLW0603 - the printed MB/s follow the chosen size
+    _SIZE = args.size
+    conf = workdir / "broker.conf"
+    conf.write_text(
+        "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
+        f"storePathRootDir={workdir / 'store'}\nflushDiskType=ASYNC_FLUSH\n"
+        "autoCreateTopicEnable=true\ndefaultTopicQueueNums=8\n",
+        encoding="utf-8",
+    )
+    (workdir / "namesrv.conf").write_text(
+        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={workdir / 'kv.json'}\n",
+        encoding="utf-8",
+    )
+    ns = _spawn(
+        ["-m", "rocketpy.cli.namesrv", "-c", str(workdir / "namesrv.conf")],
+        NAMESRV_BOOT,
+        workdir,
+        "namesrv",
+    )
+    children = [ns]
+    try:
+        namesrv = f"127.0.0.1:{ns.port}"
+        broker = _spawn(
+            ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", namesrv],
+            BROKER_BOOT,
+            workdir,
+            "broker",
+        )
+        children.append(broker)
+        echo = _spawn(["-m", "rocketpy.tools.benchmark", "echo"], ECHO_BOOT, workdir, "echo")
+        children.append(echo)
+        await _run_phases(args, namesrv, broker, echo)
+    finally:
+        for child in reversed(children):
+            _stop(child)
+
+
+async def _run_phases(args: argparse.Namespace, namesrv: str, broker: _Child, echo: _Child) -> None:
+    topic, d, pid = args.topic, args.duration, broker.proc.pid
+    print(f"broker pid {pid} idle: {memory_summary(pid)}; {args.size} B messages, {d:.0f} s/phase")
+    frames = send_frames(topic, args.size, 8192)
+    # Warm up: create the topic, fault in the first mapped pages.
+    warm = await run_producer(
+        namesrv, topic, size=args.size, inflight=8, duration_s=1, report_interval_s=60
+    )
+    phases: list[tuple[Result, bool]] = []
+
+    ceiling = (await drive("127.0.0.1", echo.port, frames, args.inflight, d)).labelled(
+        f"raw loopback echo ceiling ({args.inflight} in flight)"
+    )
+    raw = await drive("127.0.0.1", broker.port, frames, args.inflight, d, count_failures=True)
+    phases.append((raw.labelled(f"broker, pipelined raw frames ({args.inflight} in flight)"), True))
+    single = await run_producer(
+        namesrv,
+        topic,
+        size=args.size,
+        inflight=args.inflight,
+        duration_s=d,
+        report_interval_s=args.report_interval,
+        label=f"Producer.send ({args.inflight} in flight)",
+    )
+    phases.append((single, True))
+    batched = await run_producer(
+        namesrv,
+        topic,
+        size=args.size,
+        inflight=args.batch_inflight,
+        duration_s=d,
+        batch=args.batch,
+        report_interval_s=args.report_interval,
+        label=f"Producer.send_batch ({args.batch}/batch, {args.batch_inflight} in flight)",
+    )
+    phases.append((batched, True))
+    one = await run_producer(
+        namesrv,
+        topic,
+        size=args.size,
+        inflight=1,
+        duration_s=d,
+        report_interval_s=args.report_interval,
+        label="Producer.send (1 in flight)",
+    )
+    phases.append((one, False))
+    produced = (
+        warm.messages
+        + raw.requests
+        - raw.failures
+        + single.messages
+        + batched.messages
+        + one.messages
+    )
+    consumed = await run_consumer(
+        namesrv,
+        topic,
+        "benchmark_consumer",
+        duration_s=max(60.0, 4 * d),
+        expect=produced,
+        report_interval_s=args.report_interval,
+        label=f"PushConsumer catch-up of {produced:,} (latency: born->consumed)",
+    )
+    phases.append((consumed, False))
+    echo_one = (await drive("127.0.0.1", echo.port, frames, 1, d)).labelled(
+        "raw loopback echo ceiling (1 in flight)"
+    )
+    print(f"\n== rocketpy benchmark: {args.size} B messages, ASYNC_FLUSH, one broker ==")
+    _line(ceiling)
+    _line(echo_one)
+    for res, vs_ceiling in phases:
+        _line(res, ceiling if vs_ceiling else None)
+    print(f"  received {consumed.messages:,} of {produced:,} acknowledged messages")
+    print(f"  broker after run: {memory_summary(pid)}")
+    if args.soak:
+        await _soak(args, namesrv, pid)
+
+
+async def _soak(args: argparse.Namespace, namesrv: str, pid: int) -> None:
+    """Produce for ``--soak`` seconds sampling the broker's RSS: it must stay flat."""
+    samples: list[float] = []
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        while not stop.is_set():
+            samples.append(rss_mb(pid, "RssAnon"))
+            try:
+                async with asyncio.timeout(10):
+                    await stop.wait()
+            except TimeoutError:
+                pass
+
+    sampler = asyncio.create_task(sample())
+    try:
+        await run_producer(
+            namesrv,
+            args.topic,
+            size=args.size,
+            inflight=args.inflight,
+            duration_s=args.soak,
+            report_interval_s=60,
+            label="soak",
+        )
+    finally:
+        stop.set()
+        await sampler
+    first = samples[: max(1, len(samples) // 10)]
+    last = samples[-max(1, len(samples) // 10) :]
+    print(
+        f"  soak {args.soak:.0f} s: broker anon RSS first {min(first):.1f}-{max(first):.1f} MB, "
+        f"last {min(last):.1f}-{max(last):.1f} MB, max {max(samples):.1f} MB"
+    )
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocketpy.tools.benchmark", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("producer", "batchproducer", "consumer", "suite"):
+        p = sub.add_parser(name)
+        if name != "suite":
+            p.add_argument(
+                "-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
+            )
+        # The suite's own topic is auto-created with 8 queues (BenchmarkTest has 1,024).
+        p.add_argument(
+            "-t", "--topic", default="BenchmarkSuite" if name == "suite" else "BenchmarkTest"
+        )
+        p.add_argument("-s", "--size", type=int, default=128, help="body bytes")
+        p.add_argument(
+            "-w", "--inflight", "--threads", type=int, default=64, help="sends outstanding"
+        )
+        p.add_argument("-b", "--batch", type=int, default=32 if name != "producer" else 1)
+        p.add_argument("--tags", default=None)
+        p.add_argument("-g", "--group", default="benchmark_consumer")
+        p.add_argument("-d", "--duration", type=float, default=10.0, help="seconds")
+        p.add_argument("--report-interval", type=float, default=5.0)
+        if name == "suite":
+            p.add_argument("--batch-inflight", type=int, default=8)
+            p.add_argument("--soak", type=float, default=0.0, help="extra soak seconds (RSS)")
+    echo = sub.add_parser("echo")
+    echo.add_argument("--port", type=int, default=0)
+    return parser
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, object]]) -> None:
+    try:
+        import uvloop  # noqa: PLC0415 - optional accelerator
+
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one benchmark command; see the module docstring."""
+    args = _parser().parse_args(argv)
+    if args.command == "echo":
+        _run(lambda: _echo_main(args.port))
+    elif args.command in ("producer", "batchproducer"):
+        batch = args.batch if args.command == "batchproducer" else 1
+        _run(
+            lambda: run_producer(
+                args.namesrv,
+                args.topic,
+                size=args.size,
+                inflight=args.inflight,
+                duration_s=args.duration,
+                batch=batch,
+                tags=args.tags,
+                report_interval_s=args.report_interval,
+            )
+        )
+    elif args.command == "consumer":
+        _run(
+            lambda: run_consumer(
+                args.namesrv,
+                args.topic,
+                args.group,
+                duration_s=args.duration,
+                report_interval_s=args.report_interval,
+            )
+        )
+    else:
+        with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
+            _run(lambda: _suite(args, Path(tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
