@@ -8,19 +8,28 @@ loop; reads are copies of already written, mapped bytes.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 
 import structlog
 
 from rocketpy.store.commit_log.record import (
+    BLANK,
     BLANK_MAGIC,
     BLANK_SIZE,
-    INT32,
+    BORNHOST_V6_FLAG,
+    HEAD,
+    INT16,
+    INT64,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIDDLE,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    CheckStatus,
-    check_record,
+    STOREHOST_V6_FLAG,
+    body_crc,
+    decode_properties,
     tags_code,
 )
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
@@ -35,36 +44,74 @@ def read_request(
     mfq: MappedFileQueue, offset: int, *, check_crc: bool
 ) -> tuple[DispatchRequest | None, int]:
     """Parse the record at ``offset``: (request, size); (None, 0) blank; (None, -1) invalid."""
-    head = mfq.read(offset, BLANK_SIZE)
-    if head is None:
+    mf = mfq.find(offset)
+    if mf is None:
         return None, -1
-    total, magic = INT32.unpack_from(head, 0)[0], INT32.unpack_from(head, 4)[0]
+    pos = offset - mf.file_from_offset
+    available = mf.wrote_position - pos
+    if available < BLANK_SIZE:
+        return None, -1
+    view = mf.view(pos, available)
+    try:
+        return scan_record(view, offset, check_crc=check_crc)
+    finally:
+        view.release()
+
+
+def scan_record(
+    view: memoryview, offset: int, *, check_crc: bool
+) -> tuple[DispatchRequest | None, int]:
+    """``checkMessageAndReturnSize`` on the record at the start of ``view``, decoding only what a
+    dispatch needs (the body is skipped unless its CRC is checked; hosts are skipped): (request,
+    size); (None, 0) blank; (None, -1) invalid or incomplete."""
+    total, magic = BLANK.unpack_from(view, 0)
     if magic == BLANK_MAGIC:
         return None, 0
-    raw = mfq.read(offset, total) if total > 0 else None
-    if raw is None:
+    if magic not in (MAGIC_V1, MAGIC_V2) or total < HEAD.size or total > len(view):
         return None, -1
-    check = check_record(raw, check_crc=check_crc)
-    if check.status is not CheckStatus.VALID or check.record is None:
+    try:
+        (_, _, crc, queue_id, _, queue_offset, _, sys_flag, _) = HEAD.unpack_from(view, 0)
+        pos = HEAD.size + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+        (store_ts,) = INT64.unpack_from(view, pos)
+        pos += 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
+        _, prepared, body_len = MIDDLE.unpack_from(view, pos)
+        pos += MIDDLE.size
+        if body_len < 0 or pos + body_len > total:
+            return None, -1
+        if check_crc and body_crc(view[pos : pos + body_len]) != crc:
+            return None, -1
+        pos += body_len
+        if magic == MAGIC_V2:
+            (topic_len,) = INT16.unpack_from(view, pos)
+            pos += 2
+        else:
+            topic_len = view[pos]
+            pos += 1
+        topic = str(view[pos : pos + topic_len], "utf-8")
+        pos += topic_len
+        (props_len,) = INT16.unpack_from(view, pos)
+        pos += 2
+        if topic_len < 0 or props_len < 0 or pos + props_len != total:
+            return None, -1
+        props = decode_properties(str(view[pos : pos + props_len], "utf-8"))
+    except (struct.error, ValueError, UnicodeDecodeError):
         return None, -1
-    rec = check.record
-    props = rec.property_map()
     return (
         DispatchRequest(
-            topic=rec.topic,
-            queue_id=rec.queue_id,
+            topic=topic,
+            queue_id=queue_id,
             commit_log_offset=offset,
-            msg_size=check.size,
+            msg_size=total,
             tags_code=tags_code(props.get(PROPERTY_TAGS)),
-            store_timestamp=rec.store_timestamp,
-            consume_queue_offset=rec.queue_offset,
+            store_timestamp=store_ts,
+            consume_queue_offset=queue_offset,
             keys=props.get(PROPERTY_KEYS, ""),
             uniq_key=props.get(PROPERTY_UNIQ_KEY),
-            sys_flag=rec.sys_flag,
-            prepared_transaction_offset=rec.prepared_transaction_offset,
+            sys_flag=sys_flag,
+            prepared_transaction_offset=prepared,
             properties=props,
         ),
-        check.size,
+        total,
     )
 
 
