@@ -9,12 +9,12 @@ message-format.md section 6.
 
 from __future__ import annotations
 
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.remoting.protocol.body.heartbeat import (
     EXPRESSION_TAG,
     SUB_ALL,
     SubscriptionData,
 )
-from rocketpy.store.commit_log.record import java_string_hash
 from rocketpy.store.commit_log.record import tags_code as tags_hash_code
 
 __all__ = ["build_subscription", "matches_tags_code", "tags_hash_code"]

@@ -89,15 +89,6 @@ class MessageCodecError(CodecError):
     """A pulled record or message id that does not decode."""
 
 
-def java_string_hash(text: str) -> int:
-    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int (tags code)."""
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
 def encode_properties(props: Mapping[str, str | None]) -> str:
     """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
     return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)

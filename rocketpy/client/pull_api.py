@@ -18,12 +18,12 @@ from rocketpy.client.codec import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
     decode_records,
-    java_string_hash,
 )
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, message_ext_from_record
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, RemoteError
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.remoting.protocol.body.heartbeat import SUB_ALL, SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand

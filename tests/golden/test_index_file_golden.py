@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.record import (
     IndexEntry,
@@ -19,7 +20,6 @@ from rocketpy.store.index.record import (
     encode_index_header,
     index_file_name,
     index_key_hash,
-    java_string_hash,
 )
 from tests.helpers.golden import load_hex
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.remoting.protocol.body.broker import (
     LockBatchRequestBody,
     MessageQueue,
@@ -36,7 +37,6 @@ from rocketpy.store.commit_log.record import (
     encode_batch_body,
     encode_properties,
 )
-from rocketpy.store.index.record import java_string_hash
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketpy.common.errors import CodecError
+from rocketpy.common.javahash import java_string_hash
 
 MAGIC_V1: Final = -626843481  # 0xDAA320A7
 MAGIC_V2: Final = -626843477  # 0xDAA320AB
@@ -105,15 +106,6 @@ def body_crc(body: bytes | memoryview) -> int:
 def transaction_type(sys_flag: int) -> int:
     """The transaction bits of ``sys_flag`` (``MessageSysFlag.getTransactionValue``)."""
     return sys_flag & TRANSACTION_TYPE_MASK
-
-
-def java_string_hash(text: str) -> int:
-    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def tags_code(tags: str | None) -> int:

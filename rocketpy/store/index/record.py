@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Final
 
+from rocketpy.common.javahash import java_string_hash
+
 INDEX_HEADER_SIZE: Final = 40
 HASH_SLOT_SIZE: Final = 4
 INDEX_SIZE: Final = 20
@@ -125,15 +127,6 @@ def slot_position(key_hash: int, hash_slot_num: int) -> int:
 def entry_position(hash_slot_num: int, index_no: int) -> int:
     """Byte offset of entry number ``index_no``."""
     return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_no * INDEX_SIZE
-
-
-def java_string_hash(text: str) -> int:
-    """Java ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, as int32."""
-    units = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 
 def index_key_hash(key: str) -> int:

@@ -13,11 +13,11 @@ from rocketpy.client.codec import (
     encode_batch_body,
     encode_offset_msg_id,
     encode_properties,
-    java_string_hash,
 )
 from rocketpy.client.message import message_ext_from_record
 from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.store.commit_log.record import (
     MAGIC_V2,

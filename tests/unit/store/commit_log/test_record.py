@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.commit_log.record import (
     BLANK_MAGIC,
     BatchItem,
@@ -22,7 +23,6 @@ from rocketpy.store.commit_log.record import (
     encode_offset_msg_id,
     encode_properties,
     encode_record,
-    java_string_hash,
     tags_code,
 )
 
