@@ -18,6 +18,7 @@ import structlog
 from rocketpy.broker.config import MetricsExporterType
 from rocketpy.broker.metrics import ConsumerLag, NodeIdentity, build_dump_record
 from rocketpy.broker.metrics_dump import MetricsDumpService
+from rocketpy.broker.metrics_prom import BrokerCollector, PromExporter
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.store.config_shapes import TOPIC_GROUP_SEPARATOR
 
@@ -64,7 +65,19 @@ class BrokerMetricsManager:
                 max_files=cfg.metrics_dump_file_max_count,
                 name=cfg.broker_name,
             )
-        self.prom_enabled = cfg.metrics_exporter_type == MetricsExporterType.PROM
+        self.prom: PromExporter | None = None
+        if cfg.metrics_exporter_type == MetricsExporterType.PROM:
+            collector = BrokerCollector(
+                rt.metrics,
+                node=self.node,
+                store=rt.store.store_offsets,
+                lags=lambda: consumer_lags(rt),
+            )
+            self.prom = PromExporter(
+                collector,
+                host=cfg.metrics_prom_exporter_host or cfg.broker_ip1,
+                port=cfg.metrics_prom_exporter_port,
+            )
 
     @property
     def role(self) -> str:
@@ -101,8 +114,12 @@ class BrokerMetricsManager:
         self._rt.metrics.record_role_change(self._rt.clock.wall_ms(), None, self.role, None)
         if self.dump is not None:
             await self.dump.start()
+        if self.prom is not None:
+            await self.prom.start()
 
     async def stop(self) -> None:
         """Stop the outputs (the dump writes a last record). Idempotent."""
+        if self.prom is not None:
+            await self.prom.stop()
         if self.dump is not None:
             await self.dump.stop()
