@@ -36,6 +36,16 @@ class BrokerRole(enum.StrEnum):
     SLAVE = "SLAVE"
 
 
+class MetricsExporterType(enum.StrEnum):
+    """``metricsExporterType`` (upstream ``MetricsExporterType``); only PROM is served here, the
+    others are accepted and export nothing."""
+
+    DISABLE = "DISABLE"
+    OTLP_GRPC = "OTLP_GRPC"
+    PROM = "PROM"
+    LOG = "LOG"
+
+
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 #: ``PermName``: the broker's own permission bits (``brokerPermission``).
@@ -174,6 +184,22 @@ class BrokerConfig(RocketSettings):
     max_index_num: int = Field(20_000_000, alias="maxIndexNum", ge=2)
     max_msgs_num_batch: int = Field(64, alias="maxMsgsNumBatch", ge=1)
     default_query_max_num: int = Field(32, alias="defaultQueryMaxNum", ge=1)
+
+    # -- metrics: upstream's Prometheus exporter keys, plus rocketpy's metrics dumps
+    metrics_exporter_type: MetricsExporterType = Field(
+        MetricsExporterType.DISABLE, alias="metricsExporterType"
+    )
+    #: Blank: bind ``brokerIP1``, as upstream's BrokerMetricsManager does.
+    metrics_prom_exporter_host: str = Field("", alias="metricsPromExporterHost")
+    metrics_prom_exporter_port: int = Field(5557, alias="metricsPromExporterPort", ge=0, le=65535)
+    #: One dump record per interval; 0 turns dumps off.
+    metrics_dump_interval_ms: int = Field(10_000, alias="metricsDumpInterval", ge=0)
+    #: Blank: ``<storePathRootDir>/metrics``.
+    metrics_dump_dir: str = Field("", alias="metricsDumpDir")
+    metrics_dump_file_max_bytes: int = Field(
+        64 * 1024 * 1024, alias="metricsDumpFileMaxBytes", ge=1024
+    )
+    metrics_dump_file_max_count: int = Field(10, alias="metricsDumpFileMaxCount", ge=1)
 
     # -- request timeouts towards NameServers and clients
     notify_client_timeout_ms: int = Field(3_000, alias="notifyClientTimeoutMillis", ge=1)

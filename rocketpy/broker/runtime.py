@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.broker.metrics import BrokerMetrics
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.request_gate import RequestGate
@@ -54,6 +55,8 @@ class BrokerRuntime:
     #: Ask the outer API to re-register with the NameServers now (topic created or changed).
     register_now: Callable[[], None] = _noop
     stats: BrokerStats = field(default_factory=BrokerStats)
+    #: Per-topic/queue counters and histograms for metrics dumps and Prometheus.
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     #: Request gates by family name (``send``, ``pull``, ...), for runtime info.
     gates: dict[str, RequestGate] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)

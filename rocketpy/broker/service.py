@@ -30,6 +30,7 @@ from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketpy.broker.processors import build_registry
@@ -228,6 +229,9 @@ class BrokerService:
             on_channel_closed=self._on_channel_closed,
             name=config.broker_name,
         )
+        self.metrics = BrokerMetricsManager(
+            self.runtime, store_root=self._store_root, addr=lambda: self.address
+        )
         self._client = RemotingClient(name=f"{config.broker_name}/outer")
         self.outer = BrokerOuterAPI(self._client, timeout_ms=config.register_broker_timeout_ms)
 
@@ -301,6 +305,7 @@ class BrokerService:
         if not self.runtime.is_slave:
             await self.schedule.start()
         self._start_loops()
+        await self.metrics.start()
         await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
 
@@ -368,6 +373,7 @@ class BrokerService:
         await self.hold.stop()
         await self.schedule.stop()
         await self._tasks.cancel_all()
+        await self.metrics.stop()
         await self._client.close()
         if self._meta_loaded:
             log.info("broker shutdown: persist metadata")
@@ -489,6 +495,7 @@ class BrokerService:
         result = await self._store.put_message(msg)
         if result.stored:
             self.runtime.stats.inc_put()
+            self.runtime.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
         return result
 
     # -- live config -----------------------------------------------------------------------

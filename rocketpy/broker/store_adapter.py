@@ -31,6 +31,7 @@ from rocketpy.broker.store_api import (
     PutResult,
     QueryResult,
     StoredMessage,
+    StoreOffsets,
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.store.commit_log.commit_log import AppendResult
@@ -365,6 +366,15 @@ class MessageStoreAdapter:
         info["commitLogDirCapacity"] = f"Total : {usage.total}, Free : {usage.free}."
         info["commitLogDiskRatio"] = f"{usage.used / usage.total:.4f}" if usage.total else "0"
         return info
+
+    def store_offsets(self) -> StoreOffsets:
+        """Max, flushed and dispatched commit-log positions (for metrics)."""
+        cl = self.store.commit_log
+        return StoreOffsets(
+            max_phy_offset=cl.max_offset,
+            flushed_phy_offset=cl.flushed_offset,
+            dispatch_behind_bytes=self.store.reput.behind(),
+        )
 
     def _earliest_commit_log_time(self) -> int:
         """``getEarliestMessageTime``: -1 when the commit log holds no record."""

@@ -149,6 +149,20 @@ class QueryResult:
     index_last_update_phyoffset: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreOffsets:
+    """Commit-log positions in bytes (metrics: flush and dispatch lag)."""
+
+    max_phy_offset: int
+    flushed_phy_offset: int
+    dispatch_behind_bytes: int
+
+    @property
+    def flush_behind_bytes(self) -> int:
+        """Bytes written but not yet flushed."""
+        return max(0, self.max_phy_offset - self.flushed_phy_offset)
+
+
 #: Called for every dispatched message: (topic, queue id, new max offset, tags code).
 ArrivalListener = Callable[[str, int, int, int], None]
 
@@ -233,4 +247,8 @@ class BrokerStore(Protocol):
 
     def runtime_info(self) -> Mapping[str, str]:
         """GET_BROKER_RUNTIME_INFO entries the store provides."""
+        ...
+
+    def store_offsets(self) -> StoreOffsets:
+        """Max, flushed and dispatched commit-log positions (for metrics)."""
         ...

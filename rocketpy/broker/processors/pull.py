@@ -105,6 +105,9 @@ class PullMessageProcessor:
             )
             rt.stats.inc_get(h.consumer_group, h.topic, result.message_count)
             response.body = b"".join(result.records)
+            rt.metrics.record_get(
+                h.consumer_group, h.topic, h.queue_id, result.message_count, len(response.body)
+            )
         elif response.code == ResponseCode.PULL_NOT_FOUND and allow_suspend:
             if h.sys_flag & FLAG_SUSPEND and self._hold is not None:
                 self._park(ctx, request, h, subscription)

@@ -18,6 +18,7 @@ check-back service. A batch stores each message's own properties plus the broker
 from __future__ import annotations
 
 from collections.abc import Mapping
+from time import perf_counter
 from typing import Final
 
 import structlog
@@ -141,7 +142,14 @@ class SendMessageProcessor:
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
     async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """``processRequest`` for the three send codes."""
+        """``processRequest`` for the three send codes; records the request's latency (decode to
+        response, rejected sends included) in the send-latency histogram."""
+        started = perf_counter()
+        response = await self._send_message(ctx, request)
+        self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
+        return response
+
+    async def _send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         ext = {
@@ -268,6 +276,7 @@ class SendMessageProcessor:
         result = await rt.store.put_message(msg)
         if result.stored:
             rt.stats.inc_put()
+            rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
         return self._put_response(request, result, queue_id, uniq, ext)
 
     def _handle_retry_and_dlq(
@@ -337,6 +346,8 @@ class SendMessageProcessor:
         result = await rt.store.put_messages(msgs)
         if result.stored:
             rt.stats.inc_put(len(msgs))
+            for m in msgs:
+                rt.metrics.record_put(m.topic, m.queue_id, len(m.body))
         uniq = ",".join(m.properties[MessageConst.UNIQ_KEY] for m in msgs)
         return self._put_response(request, result, queue_id, uniq, ext)
 
@@ -469,6 +480,7 @@ class SendMessageProcessor:
         result = await rt.store.put_message(msg)
         if result.stored:
             rt.stats.inc_put()
+            rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
         if result.status == PutMessageStatus.PUT_OK:
             return request.make_response(ResponseCode.SUCCESS)
         return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.value)

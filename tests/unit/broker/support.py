@@ -26,6 +26,7 @@ from rocketpy.broker.store_api import (
     PutResult,
     QueryResult,
     StoredMessage,
+    StoreOffsets,
 )
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
@@ -248,6 +249,11 @@ class MemStore:
 
     def runtime_info(self) -> dict[str, str]:
         return {"commitLogMaxOffset": str(self.next_phy)}
+
+    def store_offsets(self) -> StoreOffsets:
+        return StoreOffsets(
+            max_phy_offset=self.next_phy, flushed_phy_offset=self.next_phy, dispatch_behind_bytes=0
+        )
 
 
 def _encode_record(msg: StoredMessage) -> bytes:
