@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -93,6 +94,11 @@ class MessageStore:
         self.recovery: RecoveryResult | None = None
         self._started = False
         self._stopped = False
+        self._append_listeners: list[Callable[[], None]] = []
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on the loop) after every append; the HA master's wake-up."""
+        self._append_listeners.append(listener)
 
     def register_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         """Add a dispatcher (e.g. the IndexService) before :meth:`start`."""
@@ -100,6 +106,8 @@ class MessageStore:
 
     def _wake_reput(self) -> None:
         self.reput.wake()
+        for listener in self._append_listeners:
+            listener()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -298,6 +306,20 @@ class MessageStore:
             return GetStatus.FOUND, cursor, records
         status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
         return status, cursor, records
+
+    async def append_replicated(self, start_offset: int, data: bytes) -> None:
+        """Append bytes received from the HA master at ``start_offset`` (see CommitLog).
+
+        An empty log starts dispatching at ``start_offset`` (an empty slave starts at the
+        master's last segment, ha.md section 2.2).
+        """
+        if not self.commit_log.mfq.files:
+            self.reput.reput_from = start_offset
+        await self.commit_log.append_replicated(start_offset, data)
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
+        """Raw commit-log bytes for the HA master (see CommitLog.read_raw)."""
+        return self.commit_log.read_raw(offset, max_bytes)
 
     async def truncate_files(self, offset: int) -> None:
         """Cut the commit log and consume queues back to ``offset`` (HA truncation)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import structlog
 
 from rocketpy.common.clock import Clock
+from rocketpy.common.errors import StoreError
 from rocketpy.store.commit_log.record import (
     BLANK_SIZE,
     MAX_PROPERTIES_BYTES,
@@ -185,6 +186,53 @@ class CommitLog:
             store_timestamp=first.store_timestamp,
             msg_num=len(msgs),
         )
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` written bytes from ``offset``, never crossing a segment end.
+
+        The HA master's ``getCommitLogData``: the range may cut records anywhere. None when
+        ``offset`` is not in a segment or nothing is written there yet.
+        """
+        mf = self.mfq.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        size = min(mf.wrote_position - pos, max_bytes)
+        return mf.read(pos, size) if size > 0 else None
+
+    async def append_replicated(self, start_offset: int, data: bytes) -> None:
+        """Write bytes a master sent at ``start_offset`` (``appendToCommitLog`` on an HA slave).
+
+        The bytes land at the same physical offsets as on the master; an empty log starts a
+        segment at ``start_offset``'s segment. Wakes the flush task and the reput.
+
+        Raises:
+            StoreError: not writable, ``start_offset`` is not this log's max offset (non-empty
+                log), or the bytes would cross a segment end.
+        """
+        if not self.writable:
+            raise StoreError("commit log is not writable")
+        if self.mfq.files and start_offset != self.max_offset:
+            raise StoreError(f"replicated offset {start_offset} != max offset {self.max_offset}")
+        if not data:
+            return
+        async with self._roll_lock:
+            last = self.mfq.last
+            if last is None or last.is_full:
+                seg = start_offset - start_offset % self.mfq.file_size
+                start = seg if last is None else self.mfq.next_file_offset()
+                loop = asyncio.get_running_loop()
+                mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, start)
+                mf.wrote_position = mf.flushed_position = start_offset - start
+                self.mfq.add(mf)
+                last = mf
+        if len(data) > last.remaining:
+            raise StoreError(
+                f"{len(data)} replicated bytes cross the segment end at {start_offset}"
+            )
+        last.append(data)
+        self._wake.set()
+        self._on_append()
 
     async def _writable_file(self) -> MappedFile:
         last = self.mfq.last

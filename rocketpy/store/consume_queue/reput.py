@@ -162,7 +162,10 @@ class ReputService:
                 self.reput_from = mf.file_from_offset + mf.size
                 continue
             if req is None:
-                log.error("reput found an invalid record", offset=self.reput_from)
+                # An HA slave receives records cut at frame boundaries: a partial tail is
+                # not an error, the rest arrives with the next frame.
+                if not self._partial_tail(bound):
+                    log.error("reput found an invalid record", offset=self.reput_from)
                 return
             result = put_cq(req)
             if asyncio.iscoroutine(result):
@@ -172,6 +175,17 @@ class ReputService:
             self.reput_from += size
             if notify:
                 self.on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
+
+    def _partial_tail(self, bound: int) -> bool:
+        mf = self.mfq.find(self.reput_from)
+        if mf is None:
+            return False
+        written_end = mf.file_from_offset + mf.wrote_position
+        head = self.mfq.read(self.reput_from, 4)
+        if head is None:
+            return written_end - self.reput_from < 4
+        total: int = INT32.unpack_from(head, 0)[0]
+        return total > 0 and self.reput_from + total > min(bound, written_end)
 
     def start(self, put_cq: Callable[[DispatchRequest], object]) -> None:
         """Start the background task."""
