@@ -20,6 +20,7 @@ from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
     HEAD,
     INT16,
+    INT32,
     INT64,
     MAGIC_V1,
     MAGIC_V2,
