@@ -127,7 +127,9 @@ async def _by_id(admin: AdminClient, topic: str | None, msg_id: str) -> MessageR
     except (CodecError, ValueError, RemotingError):
         pass
     if not topic:
-        raise AdminError(f"{msg_id} is not an offset msgId; give -t to look it up as a unique key")
+        raise AdminError(
+            f"{msg_id}: no message by offset msgId; give -t to look it up as a unique key"
+        )
     # Upstream starts the search at the time encoded in the id; ids not made by a Java client
     # carry no such time, so the whole index is searched.
     found = await query_by_key(
