@@ -14,40 +14,18 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from typing import NoReturn
 
+from rocketpy.cli import admin_broker, admin_consumer, admin_message, admin_topic
+from rocketpy.cli.admin_base import COMMANDS, Command, command, printf
 from rocketpy.cli.admin_controller import CONTROLLER_COMMANDS, ControllerCommand
-from rocketpy.client.admin import AdminClient, ControllerAdminClient
+from rocketpy.client.admin import AdminClient, BrokerInfo, ControllerAdminClient
 from rocketpy.common.aio import run
 from rocketpy.common.errors import RocketPyError
 
-Runner = Callable[[argparse.Namespace, AdminClient], Awaitable[int]]
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One subcommand."""
-
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Runner
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str, help_text: str, configure: Callable[[argparse.ArgumentParser], None] | None = None
-) -> Callable[[Runner], Runner]:
-    """Register a subcommand."""
-
-    def wrap(fn: Runner) -> Runner:
-        COMMANDS[name] = Command(name, help_text, configure or (lambda p: None), fn)
-        return fn
-
-    return wrap
+# The command modules register themselves with @command when imported.
+COMMAND_MODULES = (admin_broker, admin_consumer, admin_message, admin_topic)
+__all__ = ["COMMANDS", "Command", "command", "main"]
 
 
 def _topic_opt(p: argparse.ArgumentParser) -> None:
@@ -72,9 +50,30 @@ def _first_number(text: str) -> float:
         return 0.0
 
 
-@command("clusterList", "List cluster infos")
+def _cluster_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--moreStats", action="store_true", help="Print more stats")
+    p.add_argument("-c", "--clusterName", dest="cluster_name", help="which cluster")
+
+
+def _selected(
+    args: argparse.Namespace, clusters: dict[str, list[str]]
+) -> list[tuple[str, list[str]]]:
+    names = [args.cluster_name.strip()] if args.cluster_name else sorted(clusters)
+    return [(c, sorted(clusters.get(c, []))) for c in names]
+
+
+def _total(stats: dict[str, str], later: str, earlier: str) -> int:
+    try:
+        return int(stats[later]) - int(stats[earlier])
+    except (KeyError, ValueError):
+        return 0
+
+
+@command("clusterList", "List cluster infos", _cluster_opts)
 async def cluster_list(args: argparse.Namespace, admin: AdminClient) -> int:
-    """ClusterListSubCommand.printClusterBaseInfo."""
+    """ClusterListSubCommand: base info, or with ``-m`` the message totals."""
+    if args.moreStats:
+        return await _cluster_more_stats(args, admin)
     info = await admin.cluster_info()
     fmt = "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %-11s  %-12s  %-8s  %-10s"
     row = "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %11s  %-12s  %-8s  %10s"
@@ -95,8 +94,8 @@ async def cluster_list(args: argparse.Namespace, admin: AdminClient) -> int:
             "#ACTIVATED",
         )
     )
-    for cluster in sorted(info.clusters):
-        for name in sorted(info.clusters[cluster]):
+    for cluster, names in _selected(args, info.clusters):
+        for name in names:
             broker = info.brokers.get(name)
             if broker is None:
                 continue
@@ -129,6 +128,38 @@ async def cluster_list(args: argparse.Namespace, admin: AdminClient) -> int:
                         f"{_first_number(_stat(stats, 'commitLogDiskRatio')):.4f}",
                         _stat(stats, "brokerActive", "false"),
                     )
+                )
+    return 0
+
+
+async def _cluster_more_stats(args: argparse.Namespace, admin: AdminClient) -> int:
+    """ClusterListSubCommand.printClusterMoreStats: yesterday's and today's put/get totals."""
+    info = await admin.cluster_info()
+    printf(
+        "%-16s  %-32s %14s %14s %14s %14s",
+        "#Cluster Name",
+        "#Broker Name",
+        "#InTotalYest",
+        "#OutTotalYest",
+        "#InTotalToday",
+        "#OutTotalToday",
+    )
+    for cluster, names in _selected(args, info.clusters):
+        for name in names:
+            broker: BrokerInfo | None = info.brokers.get(name)
+            for _, addr in sorted((broker.broker_addrs if broker else {}).items()):
+                try:
+                    st = await admin.broker_runtime_stats(addr)
+                except RocketPyError:
+                    st = {}
+                printf(
+                    "%-16s  %-32s %14d %14d %14d %14d",
+                    cluster,
+                    name,
+                    _total(st, "msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning"),
+                    _total(st, "msgGetTotalTodayMorning", "msgGetTotalYesterdayMorning"),
+                    _total(st, "msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+                    _total(st, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
                 )
     return 0
 
@@ -200,9 +231,16 @@ def admin_addrs(args: argparse.Namespace) -> str:
     return str(args.namesrv_addr)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``mqadmin updateTopic: error: ...``), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``mqadmin <command> [-n addr] [options]``."""
-    parser = argparse.ArgumentParser(prog="mqadmin", description="rocketpy admin tool")
+    parser = _Parser(prog="mqadmin", description="rocketpy admin tool")
     sub = parser.add_subparsers(dest="command", metavar="command")
     for cmd in COMMANDS.values():
         p = sub.add_parser(cmd.name, help=cmd.help)
@@ -224,7 +262,8 @@ async def _run_controller(cmd: ControllerCommand, args: argparse.Namespace) -> i
     try:
         return await cmd.run(args, admin)
     except (RocketPyError, OSError, ValueError) as e:
-        print(f"{cmd.name} command failed: {e}", file=sys.stderr)
+        text = " ".join(str(e).split())
+        print(f"{cmd.name} command failed: {text}", file=sys.stderr)
         return 1
     finally:
         await admin.close()
@@ -234,8 +273,10 @@ async def _run(cmd: Command, args: argparse.Namespace) -> int:
     admin = AdminClient(args.namesrv_addr)
     try:
         return await cmd.run(args, admin)
-    except (RocketPyError, OSError) as e:
-        print(f"{cmd.name} command failed: {e}", file=sys.stderr)
+    except (RocketPyError, OSError, ValueError) as e:
+        # one line: remote remarks may carry a "See https://..." second line
+        text = " ".join(str(e).split())
+        print(f"{cmd.name} command failed: {text}", file=sys.stderr)
         return 1
     finally:
         await admin.close()

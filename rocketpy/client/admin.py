@@ -1,19 +1,18 @@
-"""The mqadmin backend: admin requests to NameServers, brokers and controllers, decoded.
+"""The mqadmin backend: admin requests to NameServers (and brokers), decoded into plain values.
 
 Owns: :class:`AdminClient`, an async ``MQAdminExt``: one RemotingClient, a NameServer address list
-tried in order, and one method per admin request with its body decoded; and
-:class:`ControllerAdminClient` for the controller commands. Mirrors
+tried in order, and one method per admin request with its body decoded. Mirrors
 ``DefaultMQAdminExtImpl``. Must not: print (``cli/admin.py`` formats the output).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import ConnectionClosed, RemoteError, RequestTimeout
+from rocketpy.common.errors import ConnectionClosed, RemoteError, RequestTimeout, RocketPyError
 from rocketpy.common.properties import parse_properties, render_properties
 from rocketpy.remoting.protocol.bodies.controller import (
     BrokerMemberGroup,
@@ -22,6 +21,14 @@ from rocketpy.remoting.protocol.bodies.controller import (
     decode_elect_master_body,
     encode_broker_names,
 )
+from rocketpy.remoting.protocol.body.admin import (
+    ConsumeStatsReply,
+    decode_consume_stats,
+    decode_kv_table,
+    decode_reset_offset_body,
+    decode_topic_stats,
+)
+from rocketpy.remoting.protocol.body.broker import MessageQueue, TopicOffset
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.controller import (
@@ -31,6 +38,10 @@ from rocketpy.remoting.protocol.headers.controller import (
     GetMetaDataResponseHeader,
 )
 from rocketpy.remoting.transport.client import RemotingClient
+
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
+UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
+_PULL_FLAG_SUBSCRIPTION: Final = 0x4  # PullSysFlag.FLAG_SUBSCRIPTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,28 @@ class TopicRoute:
     queues: list[QueueInfo]
     brokers: list[BrokerInfo]
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+NO_CLUSTER: Final = (
+    "Make sure the specified clusterName exists or the name server connected to is correct."
+)
+
+
+class AdminError(RocketPyError):
+    """An admin operation that cannot be made as asked (no such cluster, no route)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicSpec:
+    """What ``updateTopic`` sends (``TopicConfig``; upstream defaults 8/8/RW)."""
+
+    topic: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = 6
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: str | None = None
 
 
 def _broker(obj: dict[str, Any]) -> BrokerInfo:
@@ -188,12 +221,197 @@ class AdminClient:
 
     async def broker_runtime_stats(self, broker_addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO (28): the broker's KVTable of runtime figures."""
-        request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
-        resp = await self._remoting.invoke(broker_addr, request, self._timeout_s)
-        if resp.code != ResponseCode.SUCCESS:
-            raise RemoteError.for_code(resp.code, resp.remark or "")
-        table = fastjson.loads(resp.body or b"{}").get("table") or {}
-        return {str(k): str(v) for k, v in table.items()}
+        resp = await self._broker(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return decode_kv_table(resp.body or b'{"table":{}}')
+
+    async def delete_topic_in_namesrv(self, topic: str, cluster: str) -> None:
+        """DELETE_TOPIC_IN_NAMESRV (216) on every NameServer."""
+        for addr in self._namesrvs:
+            ext = {"topic": topic, "clusterName": cluster}
+            request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+            resp = await self._remoting.invoke(addr, request, self._timeout_s)
+            if resp.code != ResponseCode.SUCCESS:
+                raise RemoteError.for_code(resp.code, resp.remark or "")
+
+    # -- address look-ups (CommandUtil) ------------------------------------------------------
+
+    async def cluster_brokers(self, cluster: str) -> list[BrokerInfo]:
+        """The broker-sets of ``cluster``, by name.
+
+        Raises:
+            AdminError: the NameServers do not know the cluster.
+        """
+        info = await self.cluster_info()
+        names = info.clusters.get(cluster)
+        if names is None:
+            raise AdminError(f"cluster {cluster!r} not found. {NO_CLUSTER}")
+        return [info.brokers[n] for n in sorted(names) if n in info.brokers]
+
+    async def master_addrs(self, cluster: str) -> list[str]:
+        """``fetchMasterAddrByClusterName``: the id-0 address of each broker-set."""
+        return [
+            b.broker_addrs[0] for b in await self.cluster_brokers(cluster) if 0 in b.broker_addrs
+        ]
+
+    async def all_addrs(self, cluster: str) -> list[str]:
+        """``fetchMasterAndSlaveAddrByClusterName``: every address, masters first per set."""
+        out: list[str] = []
+        for broker in await self.cluster_brokers(cluster):
+            out.extend(addr for _, addr in sorted(broker.broker_addrs.items()))
+        return out
+
+    async def route_brokers(self, topic: str) -> list[tuple[str, str]]:
+        """(brokerName, address) per broker-set of the topic's route, the master's address when
+        there is one (``BrokerData.selectBrokerAddr``)."""
+        route = await self.topic_route(topic)
+        out = []
+        for broker in sorted(route.brokers, key=lambda b: b.broker_name):
+            if broker.broker_addrs:
+                bid = 0 if 0 in broker.broker_addrs else min(broker.broker_addrs)
+                out.append((broker.broker_name, broker.broker_addrs[bid]))
+        return out
+
+    # -- brokers (DefaultMQAdminExtImpl / MQClientAPIImpl) ----------------------------------
+
+    async def _broker(
+        self,
+        addr: str,
+        code: int,
+        ext: dict[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext, body)
+        resp = await self._remoting.invoke(addr, request, self._timeout_s)
+        if resp.code not in ok:
+            raise RemoteError.for_code(resp.code, f"{resp.remark or ''} (broker {addr})")
+        return resp
+
+    async def create_topic(self, addr: str, config: TopicSpec) -> None:
+        """UPDATE_AND_CREATE_TOPIC (17)."""
+        ext = {
+            "topic": config.topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(config.read_queue_nums),
+            "writeQueueNums": str(config.write_queue_nums),
+            "perm": str(config.perm),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": str(config.topic_sys_flag),
+            "order": str(config.order).lower(),
+        }
+        if config.attributes:
+            ext["attributes"] = config.attributes
+        await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+
+    async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
+        """DELETE_TOPIC_IN_BROKER (215)."""
+        await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+
+    async def topic_stats(
+        self, addr: str, topic: str
+    ) -> tuple[dict[MessageQueue, TopicOffset], float]:
+        """GET_TOPIC_STATS_INFO (202): per queue offsets and the topic's put TPS."""
+        resp = await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+        return decode_topic_stats(resp.body)
+
+    async def consume_stats(self, addr: str, group: str, topic: str | None) -> ConsumeStatsReply:
+        """GET_CONSUME_STATS (208), for one topic or every topic the group has offsets in."""
+        ext = {"consumerGroup": group}
+        if topic:
+            ext["topic"] = topic
+        resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, ext)
+        return decode_consume_stats(resp.body)
+
+    async def create_subscription_group(self, addr: str, group: dict[str, Any]) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); ``group`` is the SubscriptionGroupConfig
+        JSON object."""
+        body = fastjson.dumps(group).encode("utf-8")
+        await self._broker(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+
+    async def reset_offset(
+        self,
+        addr: str,
+        topic: str,
+        group: str,
+        timestamp: int,
+        *,
+        queue_id: int | None = None,
+        offset: int | None = None,
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222), forced, by time or to one queue's offset."""
+        ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "true"}
+        if queue_id is not None:
+            ext["queueId"] = str(queue_id)
+        if offset is not None:
+            ext["offset"] = str(offset)
+        resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+        return decode_reset_offset_body(resp.body) if resp.body else {}
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (29)."""
+        ext = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp)}
+        resp = await self._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
+        return int(resp.ext("offset") or 0)
+
+    async def view_message(self, addr: str, commit_log_offset: int) -> bytes:
+        """VIEW_MESSAGE_BY_ID (33): the raw stored record."""
+        ext = {"offset": str(commit_log_offset)}
+        resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID, ext)
+        return resp.body or b""
+
+    async def query_message(
+        self, addr: str, topic: str, key: str, *, max_num: int, begin: int, end: int, unique: bool
+    ) -> bytes:
+        """QUERY_MESSAGE (12) through the broker's index: the raw records (empty if none)."""
+        ext = {
+            "topic": topic,
+            "key": key,
+            "maxNum": str(max_num),
+            "beginTimestamp": str(begin),
+            "endTimestamp": str(end),
+        }
+        if unique:
+            ext[UNIQUE_KEY_QUERY] = "true"
+        ok = (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        resp = await self._broker(addr, RequestCode.QUERY_MESSAGE, ext, ok=ok)
+        return (resp.body or b"") if resp.code == ResponseCode.SUCCESS else b""
+
+    async def pull_one(self, addr: str, broker_name: str, mq: MessageQueue, offset: int) -> bytes:
+        """PULL_MESSAGE (11) of one record as ``DefaultMQPullConsumer.pull(mq, "*", offset, 1)``
+        does (group TOOLS_CONSUMER, subscription in the request); empty when none is there."""
+        ext = {
+            "consumerGroup": TOOLS_CONSUMER_GROUP,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": "1",
+            "sysFlag": str(_PULL_FLAG_SUBSCRIPTION),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+            "bname": broker_name,
+        }
+        ok = (
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        )
+        resp = await self._broker(addr, RequestCode.PULL_MESSAGE, ext, ok=ok)
+        return (resp.body or b"") if resp.code == ResponseCode.SUCCESS else b""
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG (26): the broker's ``.properties``, in its order."""
+        resp = await self._broker(addr, RequestCode.GET_BROKER_CONFIG)
+        return parse_properties((resp.body or b"").decode("utf-8"))
+
+    async def update_broker_config(self, addr: str, values: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG (25)."""
+        body = render_properties(values).encode("utf-8")
+        await self._broker(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
 
 
 class ControllerAdminClient:

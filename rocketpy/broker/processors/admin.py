@@ -83,6 +83,20 @@ def parse_attributes(text: str | None) -> tuple[dict[str, str], set[str]]:
     return add, delete
 
 
+def _check_queues_and_perm(h: CreateTopicRequestHeader) -> str | None:
+    """Negative queue counts or perm bits beyond PermName's four (PRIORITY|R|W|INHERIT) would
+    be stored and then break routes and queue loops. Our decision: upstream stores them as
+    given; we refuse them with INVALID_PARAMETER."""
+    if h.read_queue_nums < 0 or h.write_queue_nums < 0:
+        return (
+            f"queue nums must not be negative: readQueueNums={h.read_queue_nums}, "
+            f"writeQueueNums={h.write_queue_nums}"
+        )
+    if not 0 <= h.perm <= 0xF:
+        return f"perm {h.perm} is not a combination of PermName bits (0..15)"
+    return None
+
+
 class AdminProcessor:
     """Topic/group administration, stats and metadata bodies."""
 
@@ -130,6 +144,9 @@ class AdminProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"The topic[{h.topic}] is conflict with system topic.",
             )
+        remark = _check_queues_and_perm(h)
+        if remark is not None:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, remark)
         try:
             add, delete = parse_attributes(h.attributes)
             filter_type = TopicFilterType(h.topic_filter_type)

@@ -43,6 +43,38 @@ ALWAYS_BLACK_LISTED: Final = frozenset(
 )
 BLACK_LIST_REMARK: Final = "Can not update config in black list."
 
+#: Keys read once at start-up (identity, listeners, pools and index sizes built from them):
+#: a live update would be shown by GET_BROKER_CONFIG without taking effect, or would re-register
+#: the broker under another name, so it is refused. Our decision; upstream accepts them and
+#: applies them at the next restart.
+START_UP_ONLY: Final = frozenset(
+    {
+        "brokerName",
+        "brokerClusterName",
+        "brokerId",
+        "brokerIP1",
+        "brokerIP2",
+        "listenPort",
+        "bindAddress",
+        "brokerRole",
+        "messageDelayLevel",
+        "maxHashSlotNum",
+        "maxIndexNum",
+        "sendMessageThreadPoolNums",
+        "pullMessageThreadPoolNums",
+        "queryMessageThreadPoolNums",
+        "adminBrokerThreadPoolNums",
+        "clientManageThreadPoolNums",
+        "consumerManageThreadPoolNums",
+        "sendThreadPoolQueueCapacity",
+        "pullThreadPoolQueueCapacity",
+        "queryThreadPoolQueueCapacity",
+        "adminBrokerThreadPoolQueueCapacity",
+        "clientManagerThreadPoolQueueCapacity",
+        "consumerManagerThreadPoolQueueCapacity",
+    }
+)
+
 
 class BrokerConfigAccess(Protocol):
     """The broker's live configuration as admin requests see it."""
@@ -98,7 +130,8 @@ class BrokerConfigProcessor:
     async def update_broker_config(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
-        """``updateBrokerConfig``: black-listed keys -> NO_PERMISSION, nothing applied."""
+        """``updateBrokerConfig``: black-listed keys -> NO_PERMISSION, start-up-only keys ->
+        INVALID_PARAMETER, unknown keys or bad values -> SYSTEM_ERROR; nothing applied."""
         if not request.body:
             return request.make_response(ResponseCode.SYSTEM_ERROR, "the request body is empty")
         try:
@@ -111,6 +144,13 @@ class BrokerConfigProcessor:
                 "refuse to update black-listed config", keys=forbidden, peer=ctx.channel.peer
             )
             return request.make_response(ResponseCode.NO_PERMISSION, BLACK_LIST_REMARK)
+        start_up_only = sorted(k for k in values if k in START_UP_ONLY)
+        if start_up_only:
+            return request.make_response(
+                ResponseCode.INVALID_PARAMETER,
+                f"Config {start_up_only} is read only at broker start-up: change it in the "
+                "broker config file and restart the broker.",
+            )
         try:
             self._access.update(values)
         except ConfigError as e:
