@@ -294,7 +294,9 @@ class RaftNode:
 
         Raises:
             NotLeader: this member is not the leader (``leader_id`` names the one it knows of),
-                is transferring leadership, or lost the entry to another leader's log.
+                is transferring leadership, lost the entry to another leader's log, or stopped
+                leading while the entry was in flight (its outcome is then unknown: it may
+                still commit under the next leader).
             RequestTimeout: not committed within ``timeout_s`` (e.g. no quorum); the entry may
                 still commit later.
         """
@@ -303,7 +305,10 @@ class RaftNode:
             raise NotLeader(self.self_id, None)
         index = core.propose(data)
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._fail_waiters(lambda i: i == index)  # an earlier term's entry lost at this index
+        earlier = self._waiters.get(index)
+        if earlier is not None and not earlier[1].done():
+            # An entry of an earlier term of ours was lost at this index.
+            earlier[1].set_exception(NotLeader(self.self_id, self.leader_id))
         self._waiters[index] = (core.term, fut)
         self._kick.set()
         try:
@@ -394,10 +399,8 @@ class RaftNode:
         core, store = self._running()
         if rd.hard_state is not None:
             self._unsynced_hard = rd.hard_state
-        if rd.must_sync or self._hard_state_stale():
-            # Commit-only hard-state changes ride along with the next durable write: a lower
-            # commit index on disk is safe (the leader re-sends it), and it saves fsyncs.
-            hard, self._unsynced_hard = self._unsynced_hard, None
+        hard = self._hard_state_to_write(store.hard_state())
+        if rd.snapshot is not None or rd.entries or hard is not None:
             await self._on_writer(store.persist, rd.snapshot, rd.entries, hard)
             if hard is not None:
                 self._last_hard_write_ms = self._clock.monotonic_ms()
@@ -423,11 +426,24 @@ class RaftNode:
             self._on_soft_state(rd.soft_state)
         self._maybe_announce()
 
-    def _hard_state_stale(self) -> bool:
-        if self._unsynced_hard is None:
-            return False
+    def _hard_state_to_write(self, on_disk: HardState) -> HardState | None:
+        """The hard state to persist with this Ready, if any (then it is no longer pending).
+
+        A new term or vote is written at once (it must be durable before the vote or append it
+        answers leaves). A commit-only change waits up to one heartbeat interval and is written
+        with a later Ready or at stop: a lower commit index on disk is safe (a restarted member
+        re-applies less and learns the rest from the leader) and it saves an atomic file
+        replacement (two fsyncs) per Ready, which is most of the cost of a write.
+        """
+        pending = self._unsynced_hard
+        if pending is None:
+            return None
+        vote_changed = pending.term != on_disk.term or pending.vote != on_disk.vote
         elapsed = self._clock.monotonic_ms() - self._last_hard_write_ms
-        return elapsed >= self.config.heartbeat_interval_ms
+        if not vote_changed and elapsed < self.config.heartbeat_interval_ms:
+            return None
+        self._unsynced_hard = None
+        return pending
 
     def _resolve(
         self, index: LogIndex, term: Term, result: object, error: Exception | None
@@ -466,6 +482,10 @@ class RaftNode:
             term=soft.term,
             leader_id=soft.leader_id,
         )
+        if prev is not None and prev.role is Role.LEADER and soft.role is not Role.LEADER:
+            # hashicorp/raft ErrLeadershipLost: the callers learn at once; their entries may
+            # still commit under the next leader (they are applied then, with nobody waiting).
+            self._fail_waiters(lambda _index: True)
         if soft.role is not Role.LEADER and self._announced_leader:
             self._announce(False)
         event, self._soft_event = self._soft_event, asyncio.Event()
