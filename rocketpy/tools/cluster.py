@@ -2,8 +2,9 @@
 
 Owns: writing each daemon's config under ``<dir>/conf``, starting the daemons as detached processes
 with their output under ``<dir>/logs``, waiting for each boot line, recording pids and addresses in
-``<dir>/cluster.json``, and stopping them in reverse order (``stop``). Starts what this installation
-has: the NameServer always; controllers and brokers once their ``rocketpy.cli`` modules exist. Must
+``<dir>/cluster.json``, and stopping them in reverse order (``stop``). Starts the NameServer, a
+three-node controller group and a broker (in classic master mode until controller-mode brokers
+land). Must
 not: import daemon packages (it drives them as processes, like an operator would).
 """
 
@@ -17,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,6 +51,10 @@ class _Spec:
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
 BROKER_BOOT = re.compile(r"The broker\[\S+, (\S+)\] boot success\.")
+CONTROLLER_BOOT = re.compile(
+    r"The Controller Server boot success\. serializeType=\w+, address (\S+)"
+)
+CONTROLLERS = 3
 BROKER_PORT_OFFSET = 1035  # 9876 -> 10911, upstream's default broker port
 
 
@@ -74,6 +80,8 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
             NAMESRV_BOOT,
         )
     ]
+    if _has_module("rocketpy.cli.controller"):
+        specs += _controller_specs(base_port, data)
     if _has_module("rocketpy.cli.broker"):
         specs.append(
             _Spec(
@@ -96,6 +104,44 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
             )
         )
     return specs
+
+
+def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
+    """A three-node Raft group on 127.0.0.1: 9877-9879 beside a 9876 NameServer, as upstream's
+    quick start (free ports when ``base_port`` is 0: the peer list needs every port up front)."""
+    ports = (
+        [base_port + 1 + i for i in range(CONTROLLERS)] if base_port else _free_ports(CONTROLLERS)
+    )
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
+    return [
+        _Spec(
+            f"controller-n{i}",
+            "controller",
+            "rocketpy.cli.controller",
+            {
+                "controllerDLegerGroup": "group1",
+                "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"n{i}",
+                "controllerStorePath": str(data / f"controller-n{i}" / "raft"),
+                "configStorePath": str(data / f"controller-n{i}" / "controller.properties"),
+            },
+            CONTROLLER_BOOT,
+        )
+        for i in range(CONTROLLERS)
+    ]
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:
@@ -193,19 +239,13 @@ def _print_summary(directory: Path, members: list[Member]) -> None:
     namesrv = ";".join(m.address for m in members if m.role == "namesrv")
     print(f"rocketpy cluster running, data and logs under {directory}")
     for m in members:
-        print(f"  {m.name:<12} {m.role:<10} {m.address:<22} pid {m.pid:<8} log {m.log}")
-    missing = [
-        what
-        for what, module in (
-            ("controllers", "rocketpy.cli.controller"),
-            ("brokers", "rocketpy.cli.broker"),
-        )
-        if not _has_module(module)
-    ]
-    if missing:
-        print(f"  (not started, not built yet: {', '.join(missing)})")
+        print(f"  {m.name:<14} {m.role:<10} {m.address:<22} pid {m.pid:<8} log {m.log}")
+    controllers = ";".join(m.address for m in members if m.role == "controller")
     print(f"NAMESRV_ADDR={namesrv}")
     print(f"  try:  bin/mqadmin clusterList -n {namesrv}")
+    if controllers:
+        first = controllers.split(";")[0]
+        print(f"        bin/mqadmin getControllerMetaData -a {first}")
     if any(m.role == "broker" for m in members):
         print(
             "        .venv/bin/python -m rocketpy.tools.benchmark producer"

@@ -38,7 +38,7 @@ def _tool(action: str, directory: Path) -> subprocess.CompletedProcess[str]:
 def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> None:
     """1. start on free ports. 2. The summary names each address and how to stop. 3. mqadmin
     clusterList lists the broker registered with the NameServer. 4. stop ends every recorded
-    process, broker before NameServer."""
+    process, broker before NameServer; the three controllers form one group."""
     directory = tmp_path / "cluster"
     started = _tool("start", directory)
     try:
@@ -49,9 +49,12 @@ def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> No
         listed = run_bin(["mqadmin", "clusterList", "-n", match.group(1)], tmp_path)
         assert listed.returncode == 0, listed.stderr
         members = json.loads((directory / "cluster.json").read_text())["members"]
-        assert [m["role"] for m in members] == ["namesrv", "broker"]
+        assert [m["role"] for m in members] == ["namesrv", *["controller"] * 3, "broker"]
         assert "broker-a  " in listed.stdout
-        assert members[1]["address"] in listed.stdout
+        assert members[4]["address"] in listed.stdout
+        meta = run_bin(["mqadmin", "getControllerMetaData", "-a", members[1]["address"]], tmp_path)
+        assert meta.returncode == 0, meta.stderr
+        assert meta.stdout.count("#Peer:") == 3
     finally:
         stopped = _tool("stop", directory)
     assert stopped.returncode == 0
