@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop bench bench-namesrv clean
+        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-controller clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,6 +83,11 @@ bench-namesrv: $(STAMP)
 # BENCH_ARGS="-d 30 --soak 600" runs longer phases and a 10-minute RSS soak.
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
+
+# make bench-controller: a 3-member Raft group on loopback: committed writes/s, propose p50/p99,
+# leader failover time.
+bench-controller: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_dledger $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info
