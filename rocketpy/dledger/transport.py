@@ -21,7 +21,6 @@ Wire (ours, not DLedger's JSON): code = :class:`DLedgerRequestCode`, ``extFields
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Final
@@ -164,6 +163,7 @@ class PeerTransport:
             task = asyncio.get_running_loop().create_task(
                 self._sender(peer, addr, queue), name=f"dledger-{self._self_id}/send-{peer}"
             )
+            task.add_done_callback(_log_failure)
             self._tasks.append(task)
 
     def send(self, message: Message) -> None:
@@ -214,8 +214,13 @@ class PeerTransport:
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
         self._queues.clear()
         await self._client.close()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    """A sender only ends by cancellation; anything else is a bug worth a loud line."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("dledger sender failed", task=task.get_name(), exc_info=task.exception())
