@@ -9,14 +9,41 @@ client drops the connection when :func:`truncate_to_master` returns False). Mirr
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from rocketpy.ha.protocol import HandshakeResponse
 from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.epoch_cache import EpochFileCache
+from rocketpy.store.mapped_file import MappedFile
 from rocketpy.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
+
+_ZERO_CHUNK = 1024 * 1024
+
+
+def _zero(mf: MappedFile, start: int, end: int) -> None:
+    """Overwrite ``[start, end)`` of ``mf`` with zeros. Blocks (runs on an executor)."""
+    for pos in range(start, end, _ZERO_CHUNK):
+        mf.write_at(pos, bytes(min(_ZERO_CHUNK, end - pos)))
+
+
+async def cut_commit_log(store: MessageStore, point: int) -> None:
+    """Truncate the store to ``point`` and zero the cut bytes of the segment that keeps it.
+
+    ``truncate_files`` only moves positions; without zeroing, a restart's recovery walk would
+    find the cut (divergent) records still valid after the new tail and bring them back.
+    """
+    old_max = store.commit_log.max_offset
+    mf = store.commit_log.mfq.find(point)
+    await store.truncate_files(point)
+    if mf is not None:
+        start = point - mf.file_from_offset
+        end = min(old_max - mf.file_from_offset, mf.size)
+        if end > start:
+            await asyncio.get_running_loop().run_in_executor(None, _zero, mf, start, end)
 
 
 def valid_end(store: MessageStore) -> int:
@@ -47,7 +74,7 @@ async def truncate_invalid_tail(store: MessageStore, epochs: EpochFileCache) -> 
     end = valid_end(store)
     if end < store.commit_log.max_offset:
         log.warning("truncate invalid msg", from_offset=end, max=store.commit_log.max_offset)
-        await store.truncate_files(end)
+        await cut_commit_log(store, end)
     if any(e.start_offset >= end for e in epochs.entries()):
         await epochs.truncate_suffix_by_offset(end)
     return store.commit_log.max_offset
@@ -75,6 +102,6 @@ async def truncate_to_master(
         return False
     log.info("truncate to the consistent point", point=point, local_max=local_max)
     if point < local_max:
-        await store.truncate_files(point)
+        await cut_commit_log(store, point)
     await epochs.truncate_suffix_by_offset(point)
     return True

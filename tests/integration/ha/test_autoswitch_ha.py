@@ -111,7 +111,8 @@ async def test_autoswitch_old_master_truncates_and_rejoins(tmp_path: Path) -> No
     cut (B becomes master of epoch 2) while A writes 50 more (a divergent tail).
     2. B writes 30 messages in epoch 2. 3. A becomes B's slave in epoch 2.
     Expected: A truncates to the end of epoch 1 as B knows it, receives epoch 2, and ends
-    byte-identical to B with epochs [1@0, 2@end1] and the same consume-queue offsets."""
+    byte-identical to B with epochs [1@0, 2@end1] and the same consume-queue offsets; after a
+    restart of A's store its log still ends at B's end (the cut tail does not come back)."""
     async with _node(tmp_path / "a", 1) as a, _node(tmp_path / "b", 2) as b:
         assert await a.ha.change_to_master(1)
         assert await b.ha.change_to_slave(a.address, 1, 2)
@@ -131,6 +132,13 @@ async def test_autoswitch_old_master_truncates_and_rejoins(tmp_path: Path) -> No
             assert a.store.max_offset_in_queue("AsTopic", q) == b.store.max_offset_in_queue(
                 "AsTopic", q
             )
+    # 4. Restart A's store: the divergent records beyond end2 must not come back.
+    reopened = MessageStore(a.store.config)
+    await reopened.start()
+    try:
+        assert reopened.commit_log.max_offset == end2
+    finally:
+        await reopened.stop()
 
 
 async def test_autoswitch_no_consistent_point_refuses(tmp_path: Path) -> None:
