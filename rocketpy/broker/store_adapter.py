@@ -34,8 +34,9 @@ from rocketpy.broker.store_api import (
     StoredMessage,
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.ha.classic.service import DefaultHAService, ReplicaStatus
+from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
+from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import AppendResult
 from rocketpy.store.commit_log.commit_log import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (

@@ -225,7 +225,7 @@ class AutoSwitchHAMaster:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("ha-connection")
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         store.add_append_listener(self._on_append)
 
     async def start(self, host: str = "0.0.0.0", port: int | None = None) -> None:
@@ -322,8 +322,8 @@ class AutoSwitchHAMaster:
         if new != self.confirm_offset:
             self.confirm_offset = new
             self.store.reput.wake()
-        for end, fut in self._waiters:
-            if not fut.done() and self.all_acked(end):
+        for done, fut in self._waiters:
+            if not fut.done() and done():
                 fut.set_result(None)
 
     def shrink(self) -> None:
@@ -337,12 +337,23 @@ class AutoSwitchHAMaster:
         members = self.sync_state.effective() - {self.sync_state.local_id}
         return all(acks.get(m, -1) >= offset for m in members)
 
+    def acked_count(self, offset: int) -> int:
+        """Replicas holding ``offset`` (the master counts as one)."""
+        return 1 + sum(1 for ack in self.acks().values() if ack >= offset)
+
     async def wait_for_all_acks(self, offset: int, timeout_s: float) -> bool:
         """``allAckInSyncStateSet``: wait until :meth:`all_acked`; False on timeout."""
-        if self.all_acked(offset):
+        return await self._wait(lambda: self.all_acked(offset), timeout_s)
+
+    async def wait_for_acks(self, offset: int, timeout_s: float, needed: int) -> bool:
+        """Wait until ``needed`` replicas (master included) hold ``offset``; False on timeout."""
+        return await self._wait(lambda: self.acked_count(offset) >= needed, timeout_s)
+
+    async def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        if done():
             return True
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (offset, fut)
+        entry = (done, fut)
         self._waiters.append(entry)
         try:
             async with asyncio.timeout(timeout_s):

@@ -21,6 +21,7 @@ from rocketpy.ha.autoswitch.client import AutoSwitchHAClient
 from rocketpy.ha.autoswitch.master import AutoSwitchHAMaster
 from rocketpy.ha.autoswitch.truncate import truncate_invalid_tail
 from rocketpy.ha.config import HAConfig
+from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry
 from rocketpy.store.message_store import MessageStore
@@ -188,3 +189,28 @@ class AutoSwitchHAService:
     async def wait_for_ack(self, offset: int, timeout_s: float) -> bool:
         """``allAckInSyncStateSet``: every member acked ``offset``; False on timeout."""
         return await self.master.wait_for_all_acks(offset, timeout_s)
+
+    def can_accept(self) -> bool:
+        """Send path step 1 (ha.md 3.8): False when the SyncStateSet is smaller than
+        ``minInSyncReplicas`` (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored)."""
+        return self.in_sync_replicas_nums() >= self.config.min_in_sync_replicas
+
+    async def handle_ha(self, end_offset: int, *, wait_store: bool) -> ReplicaStatus:
+        """Send path steps 2-3 (ha.md 3.8) for a stored message ending at ``end_offset``.
+
+        Returns:
+            PUT_OK, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` without the needed acks.
+        """
+        if not self.is_master or not wait_store:
+            return ReplicaStatus.PUT_OK
+        timeout_s = self.config.slave_timeout_ms / 1000
+        if self.config.all_ack_in_sync_state_set:
+            if self.in_sync_replicas_nums() <= 1:
+                return ReplicaStatus.PUT_OK
+            acked = await self.master.wait_for_all_acks(end_offset, timeout_s)
+        else:
+            need = self.config.in_sync_replicas
+            if need <= 1:
+                return ReplicaStatus.PUT_OK
+            acked = await self.master.wait_for_acks(end_offset, timeout_s, need)
+        return ReplicaStatus.PUT_OK if acked else ReplicaStatus.FLUSH_SLAVE_TIMEOUT

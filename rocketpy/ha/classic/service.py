@@ -9,21 +9,12 @@ section 2.4, 5.x). Must not: map results to response codes (the broker does). Mi
 
 from __future__ import annotations
 
-import enum
-
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.ha.classic.master import ClassicHAMaster, SlaveStatistics
 from rocketpy.ha.classic.slave import ClassicHAClient, ClientStatistics
 from rocketpy.ha.config import HAConfig
+from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.message_store import MessageStore
-
-
-class ReplicaStatus(enum.Enum):
-    """Outcome of :meth:`DefaultHAService.handle_ha` (``PutMessageStatus`` names)."""
-
-    PUT_OK = "PUT_OK"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
 
 
 class DefaultHAService:

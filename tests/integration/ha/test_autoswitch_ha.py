@@ -18,6 +18,7 @@ from rocketpy.ha.protocol import (
     TransferFrame,
     encode_transfer_frame,
 )
+from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.epoch_cache import EpochFileCache
@@ -46,7 +47,7 @@ class Node:
 
 
 @asynccontextmanager
-async def _node(root: Path, broker_id: int) -> AsyncIterator[Node]:
+async def _node(root: Path, broker_id: int, config: HAConfig = HA) -> AsyncIterator[Node]:
     store = MessageStore(MessageStoreConfig.build({
         "storePathRootDir": str(root), "mappedFileSizeCommitLog": FILE_SIZE,
         "mappedFileSizeConsumeQueue": 20 * 1000, "flushIntervalCommitLog": 50,
@@ -54,7 +55,7 @@ async def _node(root: Path, broker_id: int) -> AsyncIterator[Node]:
     await store.start()
     epochs = await EpochFileCache.open(root / "epochFileCheckpoint")
     proposed: list[frozenset[int]] = []
-    ha = AutoSwitchHAService(store, epochs, HA, local_broker_id=broker_id,
+    ha = AutoSwitchHAService(store, epochs, config, local_broker_id=broker_id,
                              on_sync_state_set_changed=proposed.append)  # fmt: skip
     await ha.start("127.0.0.1", 0)
     try:
@@ -194,3 +195,29 @@ async def test_autoswitch_slave_drops_transfer_before_handshake(tmp_path: Path) 
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_autoswitch_send_path_all_ack_and_min_in_sync(tmp_path: Path) -> None:
+    """1. Master 1 with slave 2 in its SyncStateSet {1, 2} (allAckInSyncStateSet,
+    minInSyncReplicas=2, slaveTimeout=300 ms); append and handle_ha.
+    2. Stop the slave: the master proposes {1} but, until the controller answers, the union
+    {1, 2} stays effective. 3. Apply the controller's {1}.
+    Expected: PUT_OK with the slave; FLUSH_SLAVE_TIMEOUT while synchronizing; after {1} the
+    master refuses new sends up front (can_accept False: IN_SYNC_REPLICAS_NOT_ENOUGH)."""
+    ha = HA.with_updates({"minInSyncReplicas": 2, "slaveTimeout": 300})
+    async with _node(tmp_path / "a", 1, ha) as a:
+        assert await a.ha.change_to_master(1)
+        async with _node(tmp_path / "b", 2, ha) as b:
+            assert await b.ha.change_to_slave(a.address, 1, 2)
+            await wait_until(lambda: frozenset({1, 2}) in a.proposed, 5)
+            a.ha.set_sync_state_set(frozenset({1, 2}))
+            assert a.ha.can_accept()
+            end = await _put(a.store, 0, 1)
+            assert await a.ha.handle_ha(end, wait_store=True) is ReplicaStatus.PUT_OK
+        await wait_until(lambda: frozenset({1}) in a.proposed, 5)
+        assert a.ha.sync_state_set() == frozenset({1, 2})
+        end = await _put(a.store, 1, 1)
+        status = await a.ha.handle_ha(end, wait_store=True)
+        assert status is ReplicaStatus.FLUSH_SLAVE_TIMEOUT
+        a.ha.set_sync_state_set(frozenset({1}))
+        assert not a.ha.can_accept()
