@@ -99,6 +99,7 @@ class AutoSwitchHAClient:
         while True:
             self.state = HAConnectionState.READY
             address = self.master_address
+            self._address_changed.clear()
             if address is not None:
                 try:
                     await truncate_invalid_tail(self.store, self.epochs)
@@ -106,9 +107,9 @@ class AutoSwitchHAClient:
                 except (OSError, TimeoutError, HACodecError, StoreError, ReplicationRefused) as e:
                     log.warning("AutoSwitchHAClient connection failed", master=address,
                                 error=repr(e))  # fmt: skip
-            self._address_changed.clear()
+            timeout_s = self.config.ha_reconnect_interval_ms / 1000 if address else None
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.ha_reconnect_interval_ms / 1000):
+                async with asyncio.timeout(timeout_s):
                     await self._address_changed.wait()
 
     async def _session(self, address: str) -> None:
