@@ -48,6 +48,8 @@ from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.errors import ConfigError
+from rocketpy.ha.classic.service import DefaultHAService
+from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
 from rocketpy.remoting.protocol.headers.base import to_ext
@@ -82,10 +84,14 @@ StoreFactory = Callable[[], ManagedStore]
 
 
 def default_store_factory(
-    config: BrokerConfig, store_config: MessageStoreConfig, clock: Clock
+    config: BrokerConfig,
+    store_config: MessageStoreConfig,
+    clock: Clock,
+    ha_config: HAConfig | None = None,
 ) -> StoreFactory:
-    """``rocketpy.store``'s MessageStore behind the broker's store calls."""
-    return lambda: MessageStoreAdapter(store_config, config, clock=clock)
+    """``rocketpy.store``'s MessageStore behind the broker's store calls (with classic HA when
+    ``ha_config`` is given)."""
+    return lambda: MessageStoreAdapter(store_config, config, clock=clock, ha=ha_config)
 
 
 class BrokerService:
@@ -100,6 +106,7 @@ class BrokerService:
         store_factory: StoreFactory | None = None,
         on_fatal: Callable[[], None] = lambda: None,
         clock: Clock = SYSTEM_CLOCK,
+        ha_config: HAConfig | None = None,
     ) -> None:
         """Build every component; nothing is opened or bound until :meth:`start`.
 
@@ -112,12 +119,14 @@ class BrokerService:
             on_fatal: called when a critical background loop dies of a bug (the CLI stops the
                 process and exits non-zero; :attr:`failed` is set too).
             clock: time source.
+            ha_config: classic HA settings (``haListenPort`` resolved); None: no replication.
 
         Raises:
             ConfigError: a bad ``messageDelayLevel``.
         """
         if store_factory is None:
-            store_factory = default_store_factory(config, store_config, clock)
+            store_factory = default_store_factory(config, store_config, clock, ha_config)
+        self._ha_config = ha_config
         store_root = store_config.root_dir
         max_message_size = store_config.max_message_size
         is_slave = config.broker_role == BrokerRole.SLAVE
@@ -248,6 +257,11 @@ class BrokerService:
         return self._store
 
     @property
+    def ha(self) -> DefaultHAService | None:
+        """The classic HA service, when the default store runs with ``ha_config``."""
+        return self._store.ha if isinstance(self._store, MessageStoreAdapter) else None
+
+    @property
     def address(self) -> str:
         """``brokerIP1:port`` as registered (the real port once started)."""
         return f"{self._config.broker_ip1}:{self.server.port}"
@@ -261,7 +275,7 @@ class BrokerService:
             broker_name=cfg.broker_name,
             broker_addr=self.address,
             broker_id=cfg.broker_id,
-            ha_server_addr=f"{ha_host}:{self.server.port + 1}",
+            ha_server_addr=f"{ha_host}:{self.ha.port if self.ha else self.server.port + 1}",
         )
 
     # -- life cycle ------------------------------------------------------------------------
@@ -427,6 +441,16 @@ class BrokerService:
         for result in results:
             if result.order_topics:
                 self.topics.update_order_topics(result.order_topics)
+            self._learn_master_ha_address(result.ha_server_addr)
+
+    def _learn_master_ha_address(self, ha_server_addr: str | None) -> None:
+        """A slave without ``haMasterAddress`` follows the NameServer's ``haServerAddr``
+        (``updateMasterHAServerAddrPeriodically``, ha.md section 1)."""
+        ha, ha_config = self.ha, self._ha_config
+        if ha is None or ha_config is None or not self.runtime.is_slave:
+            return
+        if ha_config.valid_master_address is None and ha_server_addr:
+            ha.update_ha_master_address(ha_server_addr)
 
     async def _register_loop(self) -> None:
         period = self._config.register_name_server_period_ms / 1000

@@ -14,6 +14,7 @@ records or consume queues itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import struct
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.store_api import (
     ArrivalListener,
     GetMessageStatus,
@@ -34,6 +35,9 @@ from rocketpy.broker.store_api import (
     StoreOffsets,
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.ha.classic.service import DefaultHAService
+from rocketpy.ha.config import HAConfig
+from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import AppendResult
 from rocketpy.store.commit_log.commit_log import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (
@@ -138,7 +142,12 @@ class MessageStoreAdapter:
     """A :class:`~rocketpy.broker.service.ManagedStore` over :class:`MessageStore`."""
 
     def __init__(
-        self, config: MessageStoreConfig, broker: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        config: MessageStoreConfig,
+        broker: BrokerConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        ha: HAConfig | None = None,
     ) -> None:
         """Build the store and the index service; nothing is opened until :meth:`start`.
 
@@ -146,9 +155,21 @@ class MessageStoreAdapter:
             config: the store settings.
             broker: the broker settings that size the index (``maxHashSlotNum``...).
             clock: time source.
+            ha: classic HA settings; None runs without replication (no HA listener).
         """
         self.config = config
         self.store = MessageStore(config, clock=clock)
+        # DefaultMessageStore owns its HAService upstream; so does this adapter.
+        self.ha: DefaultHAService | None = None
+        self._bind_address = broker.bind_address
+        if ha is not None:
+            self.ha = DefaultHAService(
+                self.store,
+                ha,
+                sync_master=broker.broker_role == BrokerRole.SYNC_MASTER,
+                auto_in_sync_replicas=broker.enable_acting_master,
+                clock=clock,
+            )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-index")
         self._arrivals = _ArrivalDispatcher()
         self.store.register_dispatcher(self._arrivals)
@@ -182,6 +203,8 @@ class MessageStoreAdapter:
             self.store.register_dispatcher(self.index)
         await self.store.start()
         self._started = True
+        if self.ha is not None:
+            await self.ha.start(self._bind_address)
 
     async def stop(self) -> None:
         """Flush and close the store (checkpoint, ``abort`` removed), then the index."""
@@ -189,6 +212,8 @@ class MessageStoreAdapter:
             self._executor.shutdown(wait=False)
             return
         self._started = False
+        if self.ha is not None:
+            await self.ha.stop()
         await self.store.stop()
         if self.index is not None:
             await self.index.stop()
@@ -197,12 +222,28 @@ class MessageStoreAdapter:
     # -- writes ----------------------------------------------------------------------------
 
     async def put_message(self, msg: MessageToStore) -> PutResult:
-        """Append one message."""
-        return _from_append(await self.store.put_message(_to_store(msg)))
+        """Append one message; a SYNC_MASTER then waits for its slaves (``handleHA``)."""
+        return await self.put_messages([msg])
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """Append a batch with consecutive queue offsets."""
-        return _from_append(await self.store.put_messages([_to_store(m) for m in msgs]))
+        """Append a batch with consecutive queue offsets, then wait for slaves as configured."""
+        ha = self.ha
+        if ha is not None and not ha.can_accept(self.store.commit_log.max_offset):
+            return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        stored = [_to_store(m) for m in msgs]
+        appended = await (
+            self.store.put_message(stored[0])
+            if len(stored) == 1
+            else self.store.put_messages(stored)
+        )
+        result = _from_append(appended)
+        if ha is None or result.status is not PutMessageStatus.PUT_OK:
+            return result
+        end = appended.wrote_offset + appended.wrote_bytes
+        replica = await ha.handle_ha(end, wait_store=stored[0].wait_store)
+        if replica is ReplicaStatus.PUT_OK:
+            return result
+        return dataclasses.replace(result, status=PutMessageStatus(replica.value))
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.service import BrokerService
 from rocketpy.cli.common import boot, daemon_parser, load_settings, print_config, start_logging
 from rocketpy.common.aio import run, serve_until_signalled
+from rocketpy.ha.config import HAConfig
 from rocketpy.store.config import MessageStoreConfig
 
 
@@ -30,9 +31,20 @@ def boot_line(service: BrokerService) -> str:
     return line
 
 
-async def _serve(config: BrokerConfig, store_config: MessageStoreConfig) -> int:
+def resolve_ha_config(ha: HAConfig, broker: BrokerConfig) -> HAConfig:
+    """``haListenPort`` defaults to ``listenPort + 1`` (``BrokerStartup``); decided: an explicit
+    ``haListenPort`` wins (0 = any free port), and ``listenPort=0`` gives an HA port of 0 too."""
+    if "ha_listen_port" in ha.model_fields_set:
+        return ha
+    port = broker.listen_port + 1 if broker.listen_port else 0
+    return ha.with_updates({"haListenPort": port})
+
+
+async def _serve(
+    config: BrokerConfig, store_config: MessageStoreConfig, ha_config: HAConfig
+) -> int:
     shutdown = asyncio.Event()
-    service = BrokerService(config, store_config, on_fatal=shutdown.set)
+    service = BrokerService(config, store_config, on_fatal=shutdown.set, ha_config=ha_config)
     code = await serve_until_signalled(
         [service],
         on_started=lambda: boot(boot_line(service)),
@@ -48,12 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else None
     config, unknown_broker = load_settings(BrokerConfig, args, overrides)
     store_config, unknown_store = load_settings(MessageStoreConfig, args)
+    ha_config, unknown_ha = load_settings(HAConfig, args)
+    ha_config = resolve_ha_config(ha_config, config)
     if args.print_config:
         print_config(config)
         print_config(store_config)
+        print_config(ha_config)
         return 0
-    start_logging("broker", sorted(set(unknown_broker) & set(unknown_store)))
-    return run(_serve(config, store_config))
+    start_logging("broker", sorted(set(unknown_broker) & set(unknown_store) & set(unknown_ha)))
+    return run(_serve(config, store_config, ha_config))
 
 
 if __name__ == "__main__":

@@ -317,6 +317,13 @@ class MessageStore:
             self.reput.reput_from = start_offset
         await self.commit_log.append_replicated(start_offset, data)
 
+    def recover_topic_queue_table(self) -> None:
+        """Rebuild the next queue offset of every queue from the consume queues
+        (``recoverTopicQueueTable``: a slave that becomes master continues its queues)."""
+        self.commit_log.topic_queue_table = {
+            f"{q.topic}-{q.queue_id}": q.max_offset for q in self.queues.values()
+        }
+
     def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
         """Raw commit-log bytes for the HA master (see CommitLog.read_raw)."""
         return self.commit_log.read_raw(offset, max_bytes)

@@ -112,12 +112,20 @@ def start_namesrv(tmp: Path, extra: str = "") -> tuple[Daemon, str]:
 
 
 def start_broker(
-    tmp: Path, namesrv: str, *, name: str = "broker-a", store: Path | None = None, extra: str = ""
+    tmp: Path,
+    namesrv: str,
+    *,
+    name: str = "broker-a",
+    store: Path | None = None,
+    extra: str = "",
+    tag: str | None = None,
 ) -> tuple[Daemon, str]:
     """Start ``bin/mqbroker -n <namesrv>`` on a free loopback port with tiny store files; return
-    it and its ``ip:port``."""
-    conf = tmp / f"{name}.conf"
-    root = store or tmp / name / "store"
+    it and its ``ip:port``. ``tag`` tells apart brokers of one name (a master and its slaves):
+    it names the config file, the default store and the log directory (``logs-<tag>``)."""
+    label = tag or name
+    conf = tmp / f"{label}.conf"
+    root = store or tmp / label / "store"
     conf.write_text(
         f"brokerName={name}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
         f"storePathRootDir={root}\nmappedFileSizeCommitLog=65536\n"
@@ -125,7 +133,8 @@ def start_broker(
         f"registerNameServerPeriod=1000\n{extra}",
         encoding="utf-8",
     )
-    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], tmp / "logs")
+    logs = tmp / "logs" if tag is None else tmp / f"logs-{tag}"
+    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], logs)
     match = daemon.wait_for(BROKER_BOOT)
     return daemon, match.group(2)
 

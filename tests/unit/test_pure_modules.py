@@ -40,6 +40,8 @@ PURE_GLOBS = (
     "store/index/record.py",
     "common/fastjson.py",
     "ha/protocol.py",
+    "ha/state.py",
+    "ha/autoswitch/sync_state.py",
 )
 FORBIDDEN = {"asyncio", "socket", "mmap", "threading", "structlog", "selectors", "uvloop"}
 

@@ -109,8 +109,9 @@ class SlaveConnection:
             log.warning("ha connection closed", slave=self.address, error=repr(eg.exceptions[0]))
         finally:
             self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(1):
+                    await self._writer.wait_closed()
             log.info("ha connection removed", slave=self.address)
 
     async def _read_loop(self) -> None:

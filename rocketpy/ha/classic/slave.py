@@ -52,7 +52,6 @@ class ClassicHAClient:
         self.clock = clock or SystemClock()
         self._master_address: str | None = config.valid_master_address
         self._address_changed = asyncio.Event()
-        self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
         self.reported_offset = 0
@@ -90,7 +89,6 @@ class ClassicHAClient:
 
     async def stop(self) -> None:
         """Close the connection and stop the task. Idempotent."""
-        self._stop.set()
         if self._writer is not None:
             self._writer.close()
         if self._task is not None:
@@ -100,28 +98,20 @@ class ClassicHAClient:
                 await task
 
     async def _run(self) -> None:
-        while not self._stop.is_set():
+        while True:
             address = self._master_address
-            if address is None:
-                await self._wait_stop_or_address(None)
-                continue
-            try:
-                await self._session(address)
-            except (OSError, TimeoutError, HACodecError, StoreError, OffsetMismatch) as e:
-                log.warning("HAClient connection failed", master=address, error=repr(e))
-            if not self._stop.is_set():
-                await self._wait_stop_or_address(self.config.ha_reconnect_interval_ms / 1000)
-
-    async def _wait_stop_or_address(self, timeout_s: float | None) -> None:
-        self._address_changed.clear()
-        stop = asyncio.ensure_future(self._stop.wait())
-        changed = asyncio.ensure_future(self._address_changed.wait())
-        try:
-            await asyncio.wait([stop, changed], timeout=timeout_s,
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-        finally:
-            stop.cancel()
-            changed.cancel()
+            self._address_changed.clear()
+            if address is not None:
+                try:
+                    await self._session(address)
+                except (OSError, TimeoutError, HACodecError, StoreError, OffsetMismatch) as e:
+                    log.warning("HAClient connection failed", master=address, error=repr(e))
+            # Reconnect after the interval, or at once when the address changes; with no
+            # address, only a new address wakes the loop.
+            timeout_s = self.config.ha_reconnect_interval_ms / 1000 if address else None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._address_changed.wait()
 
     async def _session(self, address: str) -> None:
         host, _, port = address.rpartition(":")

@@ -111,6 +111,7 @@ class CommitLog:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.writable = False
+        self.dispatch_limit: Callable[[], int] | None = None
 
     @property
     def sync_flush(self) -> bool:
@@ -128,8 +129,12 @@ class CommitLog:
         return self.mfq.min_offset
 
     def confirm_offset(self) -> int:
-        """Dispatch end bound (store.md section 5): flushed for SYNC_FLUSH, else max offset."""
-        return self.flushed_offset if self.sync_flush else self.max_offset
+        """Dispatch end bound (store.md section 5): flushed for SYNC_FLUSH, else max offset,
+        and never above ``dispatch_limit()`` when the HA layer sets one (the replicated
+        confirm offset of controller mode, ha.md section 3.7)."""
+        base = self.flushed_offset if self.sync_flush else self.max_offset
+        limit = self.dispatch_limit
+        return base if limit is None else min(base, limit())
 
     def start(self) -> None:
         """Start the flush task; the log must be loaded and recovered."""

@@ -1,0 +1,1 @@
+"""AutoSwitch HA (controller mode): epochs, truncation, SyncStateSet (ha.md section 3)."""
