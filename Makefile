@@ -84,10 +84,12 @@ bench-namesrv: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
 
-# make bench-controller: a 3-member Raft group on loopback: committed writes/s, propose p50/p99,
-# leader failover time.
+# make bench-controller: a 3-member Raft group on loopback (committed writes/s, propose p50/p99,
+# in-process leader failover), then three mqcontroller processes: broker-master re-election after
+# its heartbeats stop and controller-leader failover after SIGKILL.
 bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_dledger $(BENCH_ARGS)
+	$(PY) -m rocketpy.tools.bench_controller
 
 clean:
 	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info
