@@ -150,10 +150,9 @@ class _Replica:
         while True:
             for addr in controllers:
                 req = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, to_ext(hdr))
-                try:
+                # A killed controller must not stop the beat.
+                with contextlib.suppress(Exception):
                     await self.client.invoke_oneway(addr, req)
-                except Exception:  # noqa: BLE001, S110 - a killed controller must not stop the beat
-                    pass
             await asyncio.sleep(timeout_ms / 5000)
 
 
