@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +17,11 @@ from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import RemotingError
 from rocketpy.remoting.transport.client import RemotingClient
 from tests.helpers.controller_client import FakeBroker
-from tests.helpers.processes import Daemon, run_bin, start_controllers
+from tests.helpers.processes import Daemon, _free_ports, run_bin, start_controllers, start_namesrv
+
+EMBEDDED_BOOT = re.compile(
+    r"The ControllerManager boot success\. serializeType=JSON, address (\S+)"
+)
 
 pytestmark = pytest.mark.process
 
@@ -139,3 +144,30 @@ def test_mqcontroller_bad_config_exits_2(tmp_path: Path) -> None:
     stranger = run_bin(["mqcontroller", "-c", str(conf)], tmp_path)
     assert stranger.returncode == 2
     assert "controllerDLegerSelfId" in stranger.stderr
+
+
+def test_namesrv_with_embedded_controller(tmp_path: Path) -> None:
+    """1. mqnamesrv with enableControllerInNamesrv=true and a one-member controller group.
+    Expected: both boot lines (NameServer, then ControllerManager on the DLedger port); the
+    controller elects itself and mqadmin getControllerMetaData names it leader; SIGTERM stops
+    both with exit 0."""
+    (port,) = _free_ports(1)
+    daemon, _ = start_namesrv(
+        tmp_path,
+        "enableControllerInNamesrv=true\ncontrollerDLegerGroup=g1\n"
+        f"controllerDLegerPeers=n0-127.0.0.1:{port}\ncontrollerDLegerSelfId=n0\n"
+        f"controllerStorePath={tmp_path / 'raft'}\n"
+        "controllerDLegerHeartBeatTimeIntervalMs=100\ncontrollerDLegerElectionTimeoutMs=300\n",
+    )
+    try:
+        match = daemon.wait_for(EMBEDDED_BOOT)
+        assert match.group(1) == f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while True:
+            meta = run_bin(["mqadmin", "getControllerMetaData", "-a", match.group(1)], tmp_path)
+            if "#ControllerLeaderId\tn0" in meta.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert "#ControllerLeaderId\tn0" in meta.stdout, meta.stdout + meta.stderr
+    finally:
+        assert daemon.stop() == 0, daemon.output()
