@@ -38,6 +38,10 @@ class MessageStoreConfig(RocketSettings):
         10000, alias="flushCommitLogThoroughInterval", ge=1
     )
     flush_interval_consume_queue: int = Field(1000, alias="flushIntervalConsumeQueue", ge=1)
+    flush_consume_queue_least_pages: int = Field(2, alias="flushConsumeQueueLeastPages", ge=0)
+    flush_consume_queue_thorough_interval: int = Field(
+        60000, alias="flushConsumeQueueThoroughInterval", ge=1
+    )
     sync_flush_timeout: int = Field(5000, alias="syncFlushTimeout", ge=1)
     max_message_size: int = Field(4194304, alias="maxMessageSize", ge=1)
     check_crc_on_recover: bool = Field(True, alias="checkCRCOnRecover")

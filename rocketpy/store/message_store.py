@@ -31,6 +31,7 @@ from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+from rocketpy.store.flush import ConsumeQueueFlushService
 
 log = structlog.get_logger(__name__)
 
@@ -90,6 +91,14 @@ class MessageStore:
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
+        self.cq_flush = ConsumeQueueFlushService(
+            config,
+            queues=lambda: list(self.queues.values()),
+            checkpoint=lambda: self.checkpoint,
+            physic_timestamp=lambda: self.commit_log.flushed_store_timestamp,
+            executor=self._flush_executor,
+            clock=self.clock,
+        )
         self.recovery: RecoveryResult | None = None
         self._started = False
         self._stopped = False
@@ -118,6 +127,7 @@ class MessageStore:
         await loop.run_in_executor(self._alloc_executor, self._write_abort)
         self.commit_log.start()
         self.reput.start(self._put_cq)
+        self.cq_flush.start()
         self._started = True
         log.info("message store started", root=str(self.config.root_dir),
                  max_offset=self.commit_log.max_offset)  # fmt: skip
@@ -155,6 +165,7 @@ class MessageStore:
         self._stopped = True
         await self.commit_log.stop()
         await self.reput.stop(self._put_cq)
+        await self.cq_flush.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
@@ -202,8 +213,9 @@ class MessageStore:
         )
         await q.put(unit, req.consume_queue_offset, self._alloc_executor)
         if self.checkpoint is not None:
+            # As ConsumeQueue.putMessagePositionInfoWrapper; persisted only by a thorough
+            # consume-queue flush (flush.py), after the units are durable.
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
-            self.checkpoint.physic_msg_timestamp = req.store_timestamp
 
     # ------------------------------------------------------------------ read
 

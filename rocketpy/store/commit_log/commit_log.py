@@ -101,6 +101,14 @@ class CommitLog:
         self.mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.topic_queue_table: dict[str, int] = {}
         self.flushed_offset = 0
+        # Store timestamp of the last appended record, and of the last one known durable
+        # (``physicMsgTimestamp`` for the checkpoint, as FlushRealTimeService sets it).
+        self.last_store_timestamp = 0
+        self.flushed_store_timestamp = 0
+        # Wake-ups of the flush task so far, flushing or not (tests wait on it).
+        self.flush_checks = 0
+        # fdatasync passes run (one pass satisfies every waiter below its target).
+        self.flushes = 0
         self._flush_executor = flush_executor
         self._alloc_executor = alloc_executor
         self._on_append = on_append
@@ -237,6 +245,7 @@ class CommitLog:
             pos = mf.append(raw)
             if dispatched:
                 self.topic_queue_table[key] = queue_offset + 1
+            self.last_store_timestamp = now
             wrote = mf.file_from_offset + pos
             return AppendResult(
                 status=PutStatus.PUT_OK,
@@ -268,9 +277,12 @@ class CommitLog:
         target = self.max_offset
         if target <= self.flushed_offset and not self._waiters:
             return
+        store_timestamp = self.last_store_timestamp
         loop = asyncio.get_running_loop()
         flushed = await loop.run_in_executor(self._flush_executor, self.mfq.flush, target)
+        self.flushes += 1
         self.flushed_offset = max(self.flushed_offset, flushed, target)
+        self.flushed_store_timestamp = max(self.flushed_store_timestamp, store_timestamp)
         still: list[tuple[int, asyncio.Future[None]]] = []
         for end, fut in self._waiters:
             if end <= self.flushed_offset:
@@ -297,6 +309,7 @@ class CommitLog:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            self.flush_checks += 1
             now = self.clock.monotonic_ms()
             dirty = self.max_offset - self.flushed_offset
             if self.sync_flush or dirty >= least or now - last_thorough >= thorough:
