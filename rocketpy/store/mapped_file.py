@@ -21,6 +21,10 @@ import mmap
 import os
 from pathlib import Path
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 PAGE_SIZE = mmap.PAGESIZE
 # Durable pages are released from the mapping in steps of this many bytes.
 RELEASE_CHUNK = 4 * 1024 * 1024
@@ -169,6 +173,16 @@ class MappedFile:
             mapping.close()
 
     def destroy(self) -> None:
-        """Unmap and delete the file. Blocks."""
-        self.close()
+        """Delete the file and unmap it. Blocks.
+
+        The unlink comes first: a mapping still pinned by a live read view cannot be closed
+        (``BufferError``); it is then left to be freed with the last view, and the bytes stay
+        readable through it until then (what ``destroyMapedFileIntervalForcibly`` waits for
+        upstream, where readers hold a reference count).
+        """
         self.path.unlink(missing_ok=True)
+        try:
+            self.close()
+        except BufferError:
+            log.warning("mapped file still referenced, unmapped with its last view",
+                        path=str(self.path))  # fmt: skip

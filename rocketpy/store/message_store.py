@@ -17,6 +17,7 @@ import structlog
 
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import AppendResult, CommitLog, MessageToStore
 from rocketpy.store.commit_log.record import (
     INT32,
@@ -73,6 +74,7 @@ class MessageStore:
         store_host: Address = ("127.0.0.1", 10911),
         clock: Clock | None = None,
         on_arrival: ArrivalHook = lambda topic, queue_id, offset: None,
+        disk_usage: DiskUsage = disk_used_ratio,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -98,6 +100,16 @@ class MessageStore:
             physic_timestamp=lambda: self.commit_log.flushed_store_timestamp,
             executor=self._flush_executor,
             clock=self.clock,
+        )
+        self.clean = CleanService(
+            config,
+            self.commit_log.mfq,
+            queues=lambda: list(self.queues.values()),
+            reput_offset=lambda: self.reput.reput_from,
+            executor=self._alloc_executor,
+            clock=self.clock,
+            disk_usage=disk_usage,
+            on_disk_full=self.commit_log.set_disk_full,
         )
         self.recovery: RecoveryResult | None = None
         self._started = False
@@ -128,6 +140,7 @@ class MessageStore:
         self.commit_log.start()
         self.reput.start(self._put_cq)
         self.cq_flush.start()
+        self.clean.start()
         self._started = True
         log.info("message store started", root=str(self.config.root_dir),
                  max_offset=self.commit_log.max_offset)  # fmt: skip
@@ -154,6 +167,8 @@ class MessageStore:
         )
         for q in self.queues.values():
             q.truncate_by_commit_log(self.recovery.process_offset)
+            # Retention may have deleted the commit log below units the queue still has.
+            correct_min_offset(q, self.commit_log.min_offset)
 
     def _write_abort(self) -> None:
         self.config.abort_path.write_text(str(os.getpid()))
@@ -163,6 +178,7 @@ class MessageStore:
         if self._stopped or not self._started:
             return
         self._stopped = True
+        await self.clean.stop()
         await self.commit_log.stop()
         await self.reput.stop(self._put_cq)
         await self.cq_flush.stop()

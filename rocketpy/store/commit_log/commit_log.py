@@ -118,6 +118,14 @@ class CommitLog:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.writable = False
+        # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
+        self.disk_full = False
+
+    def set_disk_full(self, full: bool) -> None:
+        """Mark (or clear) the disk-full flag; appends are refused while it is set."""
+        if full != self.disk_full:
+            log.warning("disk full flag changed", disk_full=full)
+        self.disk_full = full
 
     @property
     def sync_flush(self) -> bool:
@@ -162,7 +170,7 @@ class CommitLog:
 
     async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
         """Append messages as consecutive records (a batch: consecutive queue offsets)."""
-        if not self.writable:
+        if not self.writable or self.disk_full:
             return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
         if not msgs:
             return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
