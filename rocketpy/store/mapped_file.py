@@ -100,6 +100,11 @@ class MappedFile:
         return self._map
 
     @property
+    def buffer(self) -> mmap.mmap:
+        """The mapping, for writers that encode in place (``struct.pack_into``)."""
+        return self._mapping
+
+    @property
     def remaining(self) -> int:
         """Bytes left after the write position."""
         return self.size - self.wrote_position

@@ -124,3 +124,24 @@ async def test_consume_queue_flush_writes_checkpoint(tmp_path: Path) -> None:
         await wait_until(persisted, 5)
         assert store.cq_flush.checkpoint_writes >= 1
         await store.stop()
+
+
+async def test_commit_log_preallocates_next_segment(tmp_path: Path) -> None:
+    """1. 64 KiB segments; put one message (creates segment 0). 2. Put until the log rolls.
+    Expected: after 1 the file of segment 1 already exists at full size (created ahead, off the
+    loop); after 2 the roll used it and segment 2 exists ahead; a clean stop removes the unused
+    preallocated file so a restart sees only written segments."""
+    cfg = _config(tmp_path)
+    store = MessageStore(cfg)
+    async with asyncio.timeout(20):
+        await store.start()
+        await store.put_message(_msg())
+        seg = cfg.commit_log_dir
+        await wait_until((seg / f"{65536:020d}").exists, 5)
+        assert (seg / f"{65536:020d}").stat().st_size == 65536
+        while store.commit_log.max_offset < 65536:
+            await store.put_message(_msg(1000))
+        await wait_until((seg / f"{2 * 65536:020d}").exists, 5)
+        assert len(store.commit_log.mfq.files) == 2
+        await store.stop()
+        assert not (seg / f"{2 * 65536:020d}").exists()
