@@ -201,6 +201,8 @@ class MessageStoreAdapter:
             await self.index.load(last_exit_ok=True)
             await self.index.start()
             self.store.register_dispatcher(self.index)
+            # CleanConsumeQueueService also drops index files below the new min offset.
+            self.store.clean.min_offset_hooks.append(self.index.delete_expired_files)
         await self.store.start()
         self._started = True
         if self.ha is not None:

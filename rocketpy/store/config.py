@@ -38,11 +38,29 @@ class MessageStoreConfig(RocketSettings):
         10000, alias="flushCommitLogThoroughInterval", ge=1
     )
     flush_interval_consume_queue: int = Field(1000, alias="flushIntervalConsumeQueue", ge=1)
+    flush_consume_queue_least_pages: int = Field(2, alias="flushConsumeQueueLeastPages", ge=0)
+    flush_consume_queue_thorough_interval: int = Field(
+        60000, alias="flushConsumeQueueThoroughInterval", ge=1
+    )
     sync_flush_timeout: int = Field(5000, alias="syncFlushTimeout", ge=1)
     max_message_size: int = Field(4194304, alias="maxMessageSize", ge=1)
     check_crc_on_recover: bool = Field(True, alias="checkCRCOnRecover")
     message_index_enable: bool = Field(True, alias="messageIndexEnable")
+    # Retention (CleanCommitLogService / CleanConsumeQueueService); ratios are percentages.
     file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
+    delete_when: str = Field("04", alias="deleteWhen")
+    disk_max_used_space_ratio: int = Field(75, alias="diskMaxUsedSpaceRatio", ge=10, le=95)
+    disk_space_warning_level_ratio: int = Field(90, alias="diskSpaceWarningLevelRatio", ge=35)
+    disk_space_clean_forcibly_ratio: int = Field(85, alias="diskSpaceCleanForciblyRatio", ge=30)
+    clean_file_forcibly_enable: bool = Field(True, alias="cleanFileForciblyEnable")
+    destroy_maped_file_interval_forcibly: int = Field(
+        120000, alias="destroyMapedFileIntervalForcibly", ge=0
+    )
+    clean_resource_interval: int = Field(10000, alias="cleanResourceInterval", ge=1)
+    delete_commit_log_files_interval: int = Field(100, alias="deleteCommitLogFilesInterval", ge=0)
+    delete_consume_queue_files_interval: int = Field(
+        100, alias="deleteConsumeQueueFilesInterval", ge=0
+    )
 
     @property
     def root_dir(self) -> Path:

@@ -1,9 +1,18 @@
 """One fixed-size memory-mapped segment named by its 20-digit start offset (store.md section 2).
 
 Owns: creating/opening/deleting a segment file (blocking: run on an executor), appending bytes
-(on the loop: a copy into an already mapped region), reading slices, and msync of the written
-range (blocking: the flush executor). The loop is the only writer of ``wrote_position``; the flush
-thread only reads bytes below the position it is handed.
+(on the loop: a copy into an already mapped region), reading slices, and making the written
+range durable (blocking: the flush executor). The loop is the only writer of ``wrote_position``;
+the flush thread only reads bytes below the position it is handed.
+
+Durability uses ``fdatasync`` on the file, not ``mmap.flush``: CPython 3.11's ``mmap.flush`` runs
+``msync`` without releasing the GIL, which stalls the event loop (and every append) for the whole
+disk write. On Linux a shared mapping's dirty pages are the file's page cache, so ``fdatasync``
+writes them (``msync(MS_SYNC)`` is itself a ranged fsync there).
+
+Resident memory: once a range is durable its pages are dropped from this process's mapping
+(``madvise(MADV_DONTNEED)``, a no-op for the data: the page cache and the file keep it), so RSS
+stays flat however many GiB are appended; a later read faults the page back in.
 """
 
 from __future__ import annotations
@@ -12,7 +21,13 @@ import mmap
 import os
 from pathlib import Path
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 PAGE_SIZE = mmap.PAGESIZE
+# Durable pages are released from the mapping in steps of this many bytes.
+RELEASE_CHUNK = 4 * 1024 * 1024
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -30,6 +45,8 @@ class MappedFile:
         self._map: mmap.mmap | None = mapping
         self.wrote_position = 0
         self.flushed_position = 0
+        # Pages below this position were released from the mapping (still in the file).
+        self.released_position = 0
 
     @classmethod
     def create(cls, directory: Path, file_from_offset: int, size: int) -> MappedFile:
@@ -83,6 +100,11 @@ class MappedFile:
         return self._map
 
     @property
+    def buffer(self) -> mmap.mmap:
+        """The mapping, for writers that encode in place (``struct.pack_into``)."""
+        return self._mapping
+
+    @property
     def remaining(self) -> int:
         """Bytes left after the write position."""
         return self.size - self.wrote_position
@@ -119,13 +141,35 @@ class MappedFile:
         return memoryview(self._mapping)[pos : pos + size]
 
     def flush(self, upto: int) -> int:
-        """msync bytes ``[flushed_position, upto)``; returns the new flushed position. Blocks."""
+        """Make bytes below ``upto`` durable; returns the new flushed position. Blocks.
+
+        ``fdatasync`` releases the GIL (see the module docstring); a file deleted meanwhile
+        has nothing left to make durable.
+        """
         upto = min(upto, self.size)
         if upto > self.flushed_position:
-            start = self.flushed_position - self.flushed_position % PAGE_SIZE
-            self._mapping.flush(start, upto - start)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return self.flushed_position
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
             self.flushed_position = upto
+            self._release(upto)
         return self.flushed_position
+
+    def _release(self, durable: int) -> None:
+        """Drop whole durable pages below ``durable`` from the mapping, a chunk at a time."""
+        end = durable - durable % PAGE_SIZE
+        if end - self.released_position < RELEASE_CHUNK and end < self.size:
+            return
+        mapping = self._map
+        if mapping is None or end <= self.released_position:
+            return
+        mapping.madvise(mmap.MADV_DONTNEED, self.released_position, end - self.released_position)
+        self.released_position = end
 
     def close(self) -> None:
         """Unmap; idempotent. Blocks."""
@@ -134,6 +178,16 @@ class MappedFile:
             mapping.close()
 
     def destroy(self) -> None:
-        """Unmap and delete the file. Blocks."""
-        self.close()
+        """Delete the file and unmap it. Blocks.
+
+        The unlink comes first: a mapping still pinned by a live read view cannot be closed
+        (``BufferError``); it is then left to be freed with the last view, and the bytes stay
+        readable through it until then (what ``destroyMapedFileIntervalForcibly`` waits for
+        upstream, where readers hold a reference count).
+        """
         self.path.unlink(missing_ok=True)
+        try:
+            self.close()
+        except BufferError:
+            log.warning("mapped file still referenced, unmapped with its last view",
+                        path=str(self.path))  # fmt: skip

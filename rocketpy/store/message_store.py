@@ -18,6 +18,7 @@ import structlog
 
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import AppendResult, CommitLog, MessageToStore
 from rocketpy.store.commit_log.record import (
     INT32,
@@ -32,6 +33,7 @@ from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+from rocketpy.store.flush import ConsumeQueueFlushService
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +75,7 @@ class MessageStore:
         store_host: Address = ("127.0.0.1", 10911),
         clock: Clock | None = None,
         on_arrival: ArrivalHook = lambda topic, queue_id, offset: None,
+        disk_usage: DiskUsage = disk_used_ratio,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -91,6 +94,24 @@ class MessageStore:
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
+        self.cq_flush = ConsumeQueueFlushService(
+            config,
+            queues=lambda: list(self.queues.values()),
+            checkpoint=lambda: self.checkpoint,
+            physic_timestamp=lambda: self.commit_log.flushed_store_timestamp,
+            executor=self._flush_executor,
+            clock=self.clock,
+        )
+        self.clean = CleanService(
+            config,
+            self.commit_log.mfq,
+            queues=lambda: list(self.queues.values()),
+            reput_offset=lambda: self.reput.reput_from,
+            executor=self._alloc_executor,
+            clock=self.clock,
+            disk_usage=disk_usage,
+            on_disk_full=self.commit_log.set_disk_full,
+        )
         self.recovery: RecoveryResult | None = None
         self._started = False
         self._stopped = False
@@ -126,6 +147,8 @@ class MessageStore:
         await loop.run_in_executor(self._alloc_executor, self._write_abort)
         self.commit_log.start()
         self.reput.start(self._put_cq)
+        self.cq_flush.start()
+        self.clean.start()
         self._started = True
         log.info("message store started", root=str(self.config.root_dir),
                  max_offset=self.commit_log.max_offset)  # fmt: skip
@@ -152,6 +175,8 @@ class MessageStore:
         )
         for q in self.queues.values():
             q.truncate_by_commit_log(self.recovery.process_offset)
+            # Retention may have deleted the commit log below units the queue still has.
+            correct_min_offset(q, self.commit_log.min_offset)
 
     def _write_abort(self) -> None:
         self.config.abort_path.write_text(str(os.getpid()))
@@ -161,8 +186,10 @@ class MessageStore:
         if self._stopped or not self._started:
             return
         self._stopped = True
+        await self.clean.stop()
         await self.commit_log.stop()
         await self.reput.stop(self._put_cq)
+        await self.cq_flush.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
@@ -210,8 +237,9 @@ class MessageStore:
         )
         await q.put(unit, req.consume_queue_offset, self._alloc_executor)
         if self.checkpoint is not None:
+            # As ConsumeQueue.putMessagePositionInfoWrapper; persisted only by a thorough
+            # consume-queue flush (flush.py), after the units are durable.
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
-            self.checkpoint.physic_msg_timestamp = req.store_timestamp
 
     # ------------------------------------------------------------------ read
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -20,17 +21,17 @@ import structlog
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.store.commit_log.record import (
+    BLANK,
+    BLANK_MAGIC,
     BLANK_SIZE,
     MAX_PROPERTIES_BYTES,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
     Address,
-    MessageRecord,
-    choose_magic,
-    encode_blank,
-    encode_offset_msg_id,
-    encode_record,
-    transaction_type,
+    pack_address,
+    pack_record_into,
+    record_length,
 )
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
@@ -97,21 +98,52 @@ class CommitLog:
         on_append: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
-        self.store_host = store_host
+        self._store_host = store_host
+        self._store_host_bytes = pack_address(store_host)
+        self._msg_id_prefix = self._store_host_bytes.hex().upper()
         self.clock = clock
         self.mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.topic_queue_table: dict[str, int] = {}
         self.flushed_offset = 0
+        # Store timestamp of the last appended record, and of the last one known durable
+        # (``physicMsgTimestamp`` for the checkpoint, as FlushRealTimeService sets it).
+        self.last_store_timestamp = 0
+        self.flushed_store_timestamp = 0
+        # Wake-ups of the flush task so far, flushing or not (tests wait on it).
+        self.flush_checks = 0
+        # fdatasync passes run (one pass satisfies every waiter below its target).
+        self.flushes = 0
         self._flush_executor = flush_executor
         self._alloc_executor = alloc_executor
         self._on_append = on_append
         self._roll_lock = asyncio.Lock()
+        # The next segment, being created on the allocation executor (preallocation).
+        self._ahead: asyncio.Future[MappedFile] | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.writable = False
         self.dispatch_limit: Callable[[], int] | None = None
+        # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
+        self.disk_full = False
+
+    def set_disk_full(self, full: bool) -> None:
+        """Mark (or clear) the disk-full flag; appends are refused while it is set."""
+        if full != self.disk_full:
+            log.warning("disk full flag changed", disk_full=full)
+        self.disk_full = full
+
+    @property
+    def store_host(self) -> Address:
+        """STOREHOST of new records (and the offset message id prefix)."""
+        return self._store_host
+
+    @store_host.setter
+    def store_host(self, host: Address) -> None:
+        self._store_host = host
+        self._store_host_bytes = pack_address(host)
+        self._msg_id_prefix = self._store_host_bytes.hex().upper()
 
     @property
     def sync_flush(self) -> bool:
@@ -140,6 +172,7 @@ class CommitLog:
         """Start the flush task; the log must be loaded and recovered."""
         self.flushed_offset = self.max_offset
         self.writable = True
+        self.preallocate()
         self._task = asyncio.get_running_loop().create_task(
             self._flush_loop(), name="store/commitlog-flush"
         )
@@ -153,14 +186,29 @@ class CommitLog:
             task, self._task = self._task, None
             await task
         await self._flush_once()
+        await self._drop_ahead()
 
     async def put_message(self, msg: MessageToStore) -> AppendResult:
         """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush."""
-        return await self.put_messages([msg])
+        if not self.writable or self.disk_full:
+            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
+        result = self._append_nowait(msg)
+        while result is None:
+            await self._roll()
+            result = self._append_nowait(msg)
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        self._on_append()
+        if self.sync_flush:
+            end = result.wrote_offset + result.wrote_bytes
+            status = await self._await_flush(end, wait=msg.wait_store)
+            if status is not PutStatus.PUT_OK:
+                return dataclasses.replace(result, status=status)
+        return result
 
     async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
         """Append messages as consecutive records (a batch: consecutive queue offsets)."""
-        if not self.writable:
+        if not self.writable or self.disk_full:
             return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
         if not msgs:
             return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
@@ -171,12 +219,14 @@ class CommitLog:
                 return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
         results: list[AppendResult] = []
         for m in msgs:
-            result = await self._append_one(m)
+            result = self._append_nowait(m)
+            while result is None:
+                await self._roll()
+                result = self._append_nowait(m)
             if result.status is not PutStatus.PUT_OK:
                 return result
             results.append(result)
         first = results[0]
-        ids = [r.msg_id for r in results]
         end = results[-1].wrote_offset + results[-1].wrote_bytes
         self._on_append()
         status = PutStatus.PUT_OK
@@ -186,7 +236,7 @@ class CommitLog:
             status=status,
             wrote_offset=first.wrote_offset,
             wrote_bytes=end - first.wrote_offset,
-            msg_id=",".join(ids),
+            msg_id=",".join(r.msg_id for r in results),
             queue_offset=first.queue_offset,
             store_timestamp=first.store_timestamp,
             msg_num=len(msgs),
@@ -221,16 +271,20 @@ class CommitLog:
             raise StoreError(f"replicated offset {start_offset} != max offset {self.max_offset}")
         if not data:
             return
-        async with self._roll_lock:
-            last = self.mfq.last
-            if last is None or last.is_full:
-                seg = start_offset - start_offset % self.mfq.file_size
-                start = seg if last is None else self.mfq.next_file_offset()
-                loop = asyncio.get_running_loop()
-                mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, start)
-                mf.wrote_position = mf.flushed_position = start_offset - start
-                self.mfq.add(mf)
-                last = mf
+        last = self.mfq.last
+        if last is None:
+            async with self._roll_lock:
+                if self.mfq.last is None:
+                    seg = start_offset - start_offset % self.mfq.file_size
+                    loop = asyncio.get_running_loop()
+                    mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, seg)
+                    mf.wrote_position = mf.flushed_position = start_offset - seg
+                    self.mfq.add(mf)
+        elif last.is_full:
+            await self._roll()  # the preallocated next segment, as appends use
+        last = self.mfq.last
+        if last is None:
+            raise StoreError("no segment to append replicated bytes to")
         if len(data) > last.remaining:
             raise StoreError(
                 f"{len(data)} replicated bytes cross the segment end at {start_offset}"
@@ -239,67 +293,94 @@ class CommitLog:
         self._wake.set()
         self._on_append()
 
-    async def _writable_file(self) -> MappedFile:
-        last = self.mfq.last
-        if last is not None and not last.is_full:
-            return last
+    def _append_nowait(self, m: MessageToStore) -> AppendResult | None:
+        """Encode ``m`` straight into the current segment; None when a new one is needed.
+
+        No await from the offset assignment to the write: the loop is the only writer.
+        """
+        mf = self.mfq.last
+        if mf is None or mf.wrote_position >= mf.size:
+            return None
+        topic = m.topic.encode()
+        props = m.properties.encode()
+        if len(m.body) > self.config.max_message_size:
+            return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        if len(props) > MAX_PROPERTIES_BYTES:
+            return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        born = pack_address(m.born_host)
+        store = self._store_host_bytes
+        size = record_length(topic, m.body, props, born, store)
+        pos = mf.wrote_position
+        if size + BLANK_SIZE > mf.size:
+            return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        if size + BLANK_SIZE > mf.size - pos:
+            # END_FILE_MIN_BLANK_LENGTH: mark the rest of the segment blank and roll.
+            BLANK.pack_into(mf.buffer, pos, mf.size - pos, BLANK_MAGIC)
+            mf.wrote_position = mf.size
+            return None
+        tx = m.sys_flag & TRANSACTION_TYPE_MASK
+        dispatched = tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+        key = f"{m.topic}-{m.queue_id}"
+        queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
+        now = self.clock.wall_ms()
+        wrote = mf.file_from_offset + pos
+        pack_record_into(
+            mf.buffer, pos, topic=topic, queue_id=m.queue_id, body=m.body, flag=m.flag,
+            queue_offset=queue_offset, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+            born_host=born, store_timestamp=now, store_host=store,
+            reconsume_times=m.reconsume_times,
+            prepared_transaction_offset=m.prepared_transaction_offset, properties=props,
+            physical_offset=wrote,
+        )  # fmt: skip
+        mf.wrote_position = pos + size
+        if dispatched:
+            self.topic_queue_table[key] = queue_offset + 1
+        self.last_store_timestamp = now
+        return AppendResult(
+            status=PutStatus.PUT_OK,
+            wrote_offset=wrote,
+            wrote_bytes=size,
+            msg_id=f"{self._msg_id_prefix}{wrote:016X}",
+            queue_offset=queue_offset,
+            store_timestamp=now,
+            msg_num=1,
+        )
+
+    async def _roll(self) -> None:
+        """Make a writable last segment: the preallocated one when it fits, else a new one."""
         async with self._roll_lock:
             last = self.mfq.last
-            if last is None or last.is_full:
-                start = self.mfq.next_file_offset()
-                loop = asyncio.get_running_loop()
+            if last is not None and not last.is_full:
+                return
+            start = self.mfq.next_file_offset()
+            loop = asyncio.get_running_loop()
+            mf: MappedFile | None = None
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None:
+                mf = await ahead
+                if mf.file_from_offset != start:  # a truncation moved the end meanwhile
+                    await loop.run_in_executor(self._alloc_executor, mf.destroy)
+                    mf = None
+            if mf is None:
                 mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, start)
-                self.mfq.add(mf)
-                last = mf
-            return last
+            self.mfq.add(mf)
+            self.preallocate()
 
-    async def _append_one(self, m: MessageToStore) -> AppendResult:
-        topic_bytes = m.topic.encode()
-        while True:
-            mf = await self._writable_file()
-            # From here to the write there is no await: the loop is the only writer.
-            tx = transaction_type(m.sys_flag)
-            dispatched = tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-            key = _queue_key(m.topic, m.queue_id)
-            queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
-            now = self.clock.wall_ms()
-            rec = MessageRecord(
-                topic=m.topic,
-                queue_id=m.queue_id,
-                body=m.body,
-                flag=m.flag,
-                queue_offset=queue_offset,
-                physical_offset=mf.file_from_offset + mf.wrote_position,
-                sys_flag=m.sys_flag,
-                born_timestamp=m.born_timestamp,
-                born_host=m.born_host,
-                store_timestamp=now,
-                store_host=self.store_host,
-                reconsume_times=m.reconsume_times,
-                prepared_transaction_offset=m.prepared_transaction_offset,
-                properties=m.properties,
-                magic=choose_magic(topic_bytes),
-            )
-            raw = encode_record(rec)
-            if len(raw) + BLANK_SIZE > mf.size:
-                return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
-            if len(raw) + BLANK_SIZE > mf.remaining:
-                mf.append(encode_blank(mf.remaining))
-                mf.wrote_position = mf.size
-                continue
-            pos = mf.append(raw)
-            if dispatched:
-                self.topic_queue_table[key] = queue_offset + 1
-            wrote = mf.file_from_offset + pos
-            return AppendResult(
-                status=PutStatus.PUT_OK,
-                wrote_offset=wrote,
-                wrote_bytes=len(raw),
-                msg_id=encode_offset_msg_id(self.store_host, wrote),
-                queue_offset=queue_offset,
-                store_timestamp=now,
-                msg_num=1,
-            )
+    def preallocate(self) -> None:
+        """Create the segment after the last one on the allocation executor, ahead of need
+        (``AllocateMappedFileService``): sparse, sized under a temporary name, renamed."""
+        if self._ahead is not None or self.mfq.last is None:
+            return
+        start = self.mfq.next_file_offset()
+        self._ahead = asyncio.get_running_loop().run_in_executor(
+            self._alloc_executor, self.mfq.create_next, start
+        )
+
+    async def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            mf = await ahead
+            await asyncio.get_running_loop().run_in_executor(self._alloc_executor, mf.destroy)
 
     async def _await_flush(self, end: int, *, wait: bool) -> PutStatus:
         if self.flushed_offset >= end:
@@ -321,9 +402,12 @@ class CommitLog:
         target = self.max_offset
         if target <= self.flushed_offset and not self._waiters:
             return
+        store_timestamp = self.last_store_timestamp
         loop = asyncio.get_running_loop()
         flushed = await loop.run_in_executor(self._flush_executor, self.mfq.flush, target)
+        self.flushes += 1
         self.flushed_offset = max(self.flushed_offset, flushed, target)
+        self.flushed_store_timestamp = max(self.flushed_store_timestamp, store_timestamp)
         still: list[tuple[int, asyncio.Future[None]]] = []
         for end, fut in self._waiters:
             if end <= self.flushed_offset:
@@ -350,6 +434,7 @@ class CommitLog:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            self.flush_checks += 1
             now = self.clock.monotonic_ms()
             dirty = self.max_offset - self.flushed_offset
             if self.sync_flush or dirty >= least or now - last_thorough >= thorough:

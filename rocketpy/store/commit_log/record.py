@@ -47,6 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from typing_extensions import Buffer
+
 from rocketpy.common.errors import CodecError
 from rocketpy.common.javahash import java_string_hash
 
@@ -135,6 +137,84 @@ def decode_properties(text: str | None) -> dict[str, str]:
         if 0 < idx < len(seg) - 1:
             out[seg[:idx]] = seg[idx + 1 :]
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def pack_address(addr: Address) -> bytes:
+    """BORNHOST/STOREHOST bytes (address + int32 port); cached, the append path calls it per
+    message.
+
+    Raises:
+        RecordError: not an IP address.
+    """
+    return _pack_address(addr, "HOST")
+
+
+@functools.lru_cache(maxsize=4096)
+def record_struct(
+    *, born_len: int, store_len: int, body_len: int, topic_len: int, props_len: int, v2: bool
+) -> struct.Struct:
+    """One Struct for a whole record of this shape, so an append is a single ``pack_into``."""
+    return struct.Struct(
+        f">iiiiiqqiq{born_len}sq{store_len}siqi{body_len}s"
+        f"{'h' if v2 else 'b'}{topic_len}sh{props_len}s"
+    )
+
+
+def pack_record_into(
+    buf: Buffer,
+    pos: int,
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes,
+    flag: int,
+    queue_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    properties: bytes,
+    physical_offset: int,
+) -> int:
+    """Write one record at ``buf[pos:]`` (hosts pre-packed by :func:`pack_address`); the same
+    bytes as :func:`encode_record`. Returns TOTALSIZE. The caller checks that it fits.
+
+    Raises:
+        RecordError: properties longer than 32767 bytes.
+    """
+    if len(properties) > MAX_PROPERTIES_BYTES:
+        raise RecordError(f"properties of {len(properties)} bytes exceed 32767", field="PROPERTIES")
+    born_v6 = len(born_host) == 20
+    store_v6 = len(store_host) == 20
+    v2 = len(topic) > 127
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+    sys_flag |= (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOST_V6_FLAG if store_v6 else 0)
+    st = record_struct(
+        born_len=len(born_host),
+        store_len=len(store_host),
+        body_len=len(body),
+        topic_len=len(topic),
+        props_len=len(properties),
+        v2=v2,
+    )
+    total = st.size
+    st.pack_into(
+        buf, pos, total, MAGIC_V2 if v2 else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, queue_id,
+        flag, queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
+        store_timestamp, store_host, reconsume_times, prepared_transaction_offset, len(body),
+        body, len(topic), topic, len(properties), properties,
+    )  # fmt: skip
+    return total
+
+
+def record_length(topic: bytes, body: bytes, properties: bytes, born: bytes, store: bytes) -> int:
+    """TOTALSIZE of the record :func:`pack_record_into` would write."""
+    topic_len = (2 if len(topic) > 127 else 1) + len(topic)
+    return 72 + len(born) + len(store) + len(body) + topic_len + 2 + len(properties)
 
 
 def _pack_address(addr: Address, fld: str) -> bytes:

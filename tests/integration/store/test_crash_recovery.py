@@ -21,26 +21,63 @@ pytestmark = [pytest.mark.integration, pytest.mark.process]
 CHILD = Path(__file__).with_name("crash_child.py")
 
 
-async def _run_and_kill(root: Path, rng: random.Random) -> list[tuple[int, int]]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(CHILD), str(root), stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    acked: list[tuple[int, int]] = []
-    try:
+class _Zygote:
+    """The forking writer parent (crash_child.zygote) and the lines it and its writers print."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, root: Path) -> _Zygote:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(CHILD), str(root),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
+        )  # fmt: skip
+        zygote = cls(proc)
         async with asyncio.timeout(20):
-            # structlog lines of the child's start-up come first.
-            while (await proc.stdout.readline()).strip() != b"ready":
+            while (await zygote.line())[:1] != ["zygote"]:
                 pass
-            for _ in range(rng.randint(0, 40)):
-                line = await proc.stdout.readline()
-                wrote, queue_offset = line.split()
-                acked.append((int(wrote), int(queue_offset)))
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-    return acked
+        return zygote
+
+    async def line(self) -> list[str]:
+        assert self.proc.stdout is not None
+        raw = await self.proc.stdout.readline()
+        if not raw:
+            raise EOFError("crash zygote exited")
+        return raw.decode(errors="replace").split()
+
+    async def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            async with asyncio.timeout(10):
+                await self.proc.wait()
+        finally:
+            if self.proc.returncode is None:
+                self.proc.kill()
+                await self.proc.wait()
+
+    async def run_and_kill(self, rng: random.Random) -> list[tuple[int, int]]:
+        """Fork a writer, read a random number of acks, SIGKILL it; every ack printed before
+        it died counts."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"fork\n")
+        acked: list[tuple[int, int]] = []
+        pid = 0
+        want = rng.randint(0, 40)
+        async with asyncio.timeout(20):
+            while pid == 0 or len(acked) < want:
+                words = await self.line()
+                if words[:1] == ["pid"]:
+                    pid = int(words[1])
+                elif words[:1] == ["ack"]:
+                    acked.append((int(words[1]), int(words[2])))
+            os.kill(pid, signal.SIGKILL)
+            while (words := await self.line()) != ["dead", str(pid)]:
+                if words[:1] == ["ack"]:
+                    acked.append((int(words[1]), int(words[2])))
+        return acked
 
 
 async def _verify(root: Path, acked: dict[int, int]) -> None:
@@ -72,23 +109,29 @@ def _kills(default: int) -> int:
 async def _crash_loop(tmp_path: Path, kills: int) -> None:
     rng = random.Random(1234)
     acked: dict[int, int] = {}
-    for _ in range(kills):
-        for wrote, queue_offset in await _run_and_kill(tmp_path, rng):
-            acked[queue_offset] = wrote
-        # Leave ``abort`` in place: the next start is an abnormal recovery.
-        await _verify(tmp_path, acked)
-        config(tmp_path).abort_path.write_text("crashed")
+    zygote = await _Zygote.start(tmp_path)
+    try:
+        for _ in range(kills):
+            for wrote, queue_offset in await zygote.run_and_kill(rng):
+                acked[queue_offset] = wrote
+            # Leave ``abort`` in place: the next start is an abnormal recovery.
+            await _verify(tmp_path, acked)
+            config(tmp_path).abort_path.write_text("crashed")
+    finally:
+        await zygote.stop()
 
 
+@pytest.mark.timeout(180)  # 200 kills take ~40 s on 2 busy cores
 async def test_crash_recovery_sigkill_fast(tmp_path: Path) -> None:
-    """1. Run the SYNC_FLUSH child, read a random number of acks, SIGKILL it (x50 by default).
+    """1. Fork a SYNC_FLUSH writer, read a random number of acks, SIGKILL it (x200 by default).
     2. After each kill reopen the store (abnormal recovery) and verify, then mark a crash again.
     Expected: every acknowledged message reads back byte-identical at its offset, and every
     consume-queue unit points at the record with that queue offset."""
-    await _crash_loop(tmp_path, _kills(50))
+    await _crash_loop(tmp_path, _kills(200))
 
 
 @pytest.mark.chaos
+@pytest.mark.timeout(3600)
 async def test_crash_recovery_sigkill_chaos(tmp_path: Path) -> None:
     """Same as the fast variant with 2000 kills. Expected: the same invariants every time."""
     await _crash_loop(tmp_path, _kills(2000))

@@ -1,0 +1,254 @@
+"""``make bench-store``: MessageStore appends/s and MB/s beside the raw ceilings of the same disk.
+
+Owns: one benchmark run in ``--dir``. For each message size it measures, in this order:
+
+* ceiling ``mmap copy``: a bare loop copying one pre-encoded record into a mapped file;
+* ceiling ``write+fdatasync``: a bare loop of ``os.write`` + ``os.fdatasync`` (calls/s);
+* ``ASYNC_FLUSH``: one producer awaiting ``put_message`` back to back (yielding to the loop every
+  256 appends so the flush and reput tasks run), then how long the reput needs to catch up;
+* ``SYSTEM SYNC_FLUSH``: ``--producers`` concurrent producers, each acknowledged only after its
+  bytes are durable (group commit), with the number of fdatasync passes.
+
+RSS (``VmRSS``) is printed before and after each phase; ``--flat-gib N`` appends N GiB of 1 KiB
+messages and prints RSS after each GiB. ``--profile`` prints a cProfile of the ASYNC phase.
+Must not: be used as a test (numbers vary by machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import mmap
+import os
+import pstats
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from rocketpy.common.aio import wait_until
+from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
+from rocketpy.store.commit_log.record import MessageRecord, encode_record
+from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.message_store import MessageStore
+
+TOPIC = "BenchStoreTopic"
+PROPERTIES = "TAGS\x01TagA\x02WAIT\x01true\x02"
+_MIB = 1024 * 1024
+
+
+def rss_mib() -> float:
+    """Resident set size of this process in MiB (Linux ``/proc/self/status``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _line(label: str, count: int, seconds: float, nbytes: int, extra: str = "") -> None:
+    rate = count / seconds if seconds else 0.0
+    mb = nbytes / seconds / _MIB if seconds else 0.0
+    print(f"  {label:<34} {rate:>12,.0f} /s {mb:>9.1f} MB/s  {extra}", flush=True)
+
+
+def _record(size: int) -> bytes:
+    return encode_record(
+        MessageRecord(
+            topic=TOPIC, queue_id=0, body=b"x" * size, properties=PROPERTIES,
+            store_host=("127.0.0.1", 10911), born_host=("127.0.0.1", 50000),
+        )
+    )  # fmt: skip
+
+
+def ceiling_mmap(directory: Path, record: bytes, seconds: float, file_size: int) -> None:
+    """Bare loop copying a pre-encoded record into a mapped file."""
+    path = directory / "ceiling-mmap"
+    with path.open("wb") as f:
+        f.truncate(file_size)
+    fd = os.open(path, os.O_RDWR)
+    mm = mmap.mmap(fd, file_size)
+    os.close(fd)
+    n, pos, count = len(record), 0, 0
+    limit = file_size - n
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(1000):
+            if pos > limit:
+                pos = 0
+            mm[pos : pos + n] = record
+            pos += n
+        count += 1000
+        if time.perf_counter() >= deadline:
+            break
+    elapsed = time.perf_counter() - start
+    mm.close()
+    path.unlink()
+    _line("ceiling: bare mmap copy", count, elapsed, count * n)
+
+
+def ceiling_fsync(directory: Path, record: bytes, seconds: float) -> float:
+    """Bare ``write`` + ``fdatasync`` loop; returns calls/s."""
+    path = directory / "ceiling-fsync"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        os.write(fd, record)
+        os.fdatasync(fd)
+        count += 1
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    path.unlink()
+    _line("ceiling: bare write+fdatasync", count, elapsed, count * len(record), "(calls)")
+    return count / elapsed
+
+
+def _config(root: Path, flush: str, file_size: int) -> MessageStoreConfig:
+    return MessageStoreConfig.build({
+        "storePathRootDir": str(root),
+        "mappedFileSizeCommitLog": file_size,
+        "flushDiskType": flush,
+    })  # fmt: skip
+
+
+def _message(size: int) -> MessageToStore:
+    return MessageToStore(
+        topic=TOPIC, queue_id=0, body=b"x" * size, properties=PROPERTIES,
+        born_host=("127.0.0.1", 50000), born_timestamp=int(time.time() * 1000),
+    )  # fmt: skip
+
+
+async def bench_async(
+    root: Path, size: int, seconds: float, file_size: int, *, profile: bool
+) -> None:
+    """One producer, ASYNC_FLUSH."""
+    store = MessageStore(_config(root, "ASYNC_FLUSH", file_size))
+    await store.start()
+    msg = _message(size)
+    put = store.put_message
+    count = 0
+    before = rss_mib()
+    prof = cProfile.Profile() if profile else None
+    if prof is not None:
+        prof.enable()
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(256):
+            r = await put(msg)
+            if r.status is not PutStatus.PUT_OK:
+                raise SystemExit(f"put failed: {r.status}")
+        count += 256
+        await asyncio.sleep(0)
+    elapsed = time.perf_counter() - start
+    if prof is not None:
+        prof.disable()
+    nbytes = store.commit_log.max_offset
+    behind = store.reput.behind()
+    t0 = time.perf_counter()
+    await wait_until(lambda: store.reput.behind() == 0, 600)
+    catch_up = time.perf_counter() - t0
+    _line(f"ASYNC_FLUSH {size} B, 1 producer", count, elapsed, nbytes,
+          f"rss {before:.0f}->{rss_mib():.0f} MiB, reput behind {behind / _MIB:.1f} MiB "
+          f"caught up in {catch_up:.2f}s")  # fmt: skip
+    await store.stop()
+    if prof is not None:
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+
+
+async def bench_sync(root: Path, size: int, seconds: float, file_size: int, producers: int) -> None:
+    """``producers`` concurrent producers, SYNC_FLUSH group commit."""
+    store = MessageStore(_config(root, "SYNC_FLUSH", file_size))
+    await store.start()
+    msg = _message(size)
+    acks = 0
+    deadline = time.perf_counter() + seconds
+
+    async def producer() -> None:
+        nonlocal acks
+        while time.perf_counter() < deadline:
+            r = await store.put_message(msg)
+            if r.status is not PutStatus.PUT_OK:
+                raise SystemExit(f"put failed: {r.status}")
+            acks += 1
+
+    before = rss_mib()
+    flushes = store.commit_log.flushes
+    start = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        for i in range(producers):
+            tg.create_task(producer(), name=f"bench/producer-{i}")
+    elapsed = time.perf_counter() - start
+    passes = store.commit_log.flushes - flushes
+    nbytes = store.commit_log.flushed_offset
+    _line(f"SYNC_FLUSH {size} B, {producers} producers", acks, elapsed, nbytes,
+          f"durable acks; {passes / elapsed:,.0f} fdatasync/s, {acks / max(passes, 1):.0f} "
+          f"acks per fdatasync, rss {before:.0f}->{rss_mib():.0f} MiB")  # fmt: skip
+    await store.stop()
+
+
+async def bench_flat(root: Path, gib: int, file_size: int) -> None:
+    """Append ``gib`` GiB of 1 KiB messages; RSS after each GiB."""
+    store = MessageStore(_config(root, "ASYNC_FLUSH", file_size))
+    await store.start()
+    msg = _message(1024)
+    print(f"  flat memory: rss at start {rss_mib():.0f} MiB", flush=True)
+    start = time.perf_counter()
+    for n in range(1, gib + 1):
+        while store.commit_log.max_offset < n * 1024 * _MIB:
+            for _ in range(256):
+                await store.put_message(msg)
+            await asyncio.sleep(0)
+        print(f"  after {n} GiB: rss {rss_mib():.0f} MiB "
+              f"({time.perf_counter() - start:.0f}s)", flush=True)  # fmt: skip
+        # Retention would delete old segments; here they are dropped by hand to spare the disk.
+        await store.clean.run_once()
+    await store.stop()
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Every phase, sizes in order."""
+    base: Path = args.dir
+    print(f"bench-store in {base}, {args.seconds}s per phase, rss {rss_mib():.0f} MiB", flush=True)
+    for size in args.size:
+        print(f"message body {size} B (record {len(_record(size))} B):", flush=True)
+        record = _record(size)
+        ceiling_mmap(base, record, args.seconds, args.file_size)
+        ceiling_fsync(base, record, args.seconds)
+        for name in ("async", "sync"):
+            root = base / f"{name}-{size}"
+            shutil.rmtree(root, ignore_errors=True)
+            if name == "async":
+                await bench_async(root, size, args.seconds, args.file_size, profile=args.profile)
+            else:
+                await bench_sync(root, size, args.seconds, args.file_size, args.producers)
+            shutil.rmtree(root, ignore_errors=True)
+    if args.flat_gib:
+        root = base / "flat"
+        shutil.rmtree(root, ignore_errors=True)
+        await bench_flat(root, args.flat_gib, args.file_size)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and run."""
+    parser = argparse.ArgumentParser(prog="bench_store", description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True, help="store directory (on the disk)")
+    parser.add_argument("--size", type=int, action="append", help="body bytes (repeatable)")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--producers", type=int, default=64)
+    parser.add_argument("--file-size", type=int, default=256 * _MIB, help="commit-log segment")
+    parser.add_argument("--flat-gib", type=int, default=0, help="also append N GiB, print RSS")
+    parser.add_argument("--profile", action="store_true", help="cProfile the ASYNC phase")
+    args = parser.parse_args(argv)
+    args.size = args.size or [128, 1024]
+    args.dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
