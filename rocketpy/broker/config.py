@@ -23,7 +23,7 @@ import socket
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rocketpy.common.settings import RocketSettings
 
@@ -94,7 +94,9 @@ class BrokerConfig(RocketSettings):
     broker_ip2: str = Field("", alias="brokerIP2")
     broker_name: str = Field(default_factory=_default_broker_name, alias="brokerName")
     broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName")
-    broker_id: int = Field(0, alias="brokerId", ge=0)
+    #: -1 is accepted with ``enableControllerMode`` (upstream's quick-start configs use it: the
+    #: controller assigns the id); otherwise >= 0.
+    broker_id: int = Field(0, alias="brokerId", ge=-1)
     region_id: str = Field("DefaultRegion", alias="regionId")
     trace_on: bool = Field(True, alias="traceOn")
     broker_permission: int = Field(PERM_READ_WRITE, alias="brokerPermission", ge=0, le=7)
@@ -248,6 +250,12 @@ class BrokerConfig(RocketSettings):
     @classmethod
     def _controller_addresses(cls, value: str) -> str:
         return cls._addresses(value) or ""
+
+    @model_validator(mode="after")
+    def _broker_id_in_mode(self) -> BrokerConfig:
+        if self.broker_id < 0 and not self.enable_controller_mode:
+            raise ValueError("brokerId must be >= 0 unless enableControllerMode=true")
+        return self
 
     @property
     def namesrv_addr_list(self) -> list[str]:

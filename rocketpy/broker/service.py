@@ -463,6 +463,8 @@ class BrokerService:
         ha, ha_config = self.ha, self._ha_config
         if ha is None or ha_config is None or not self.runtime.is_slave:
             return
+        if self.replicas is not None:
+            return  # controller mode: classic HA must not follow; AutoSwitch HA does (ha.md 3)
         if ha_config.valid_master_address is None and ha_server_addr:
             ha.update_ha_master_address(ha_server_addr)
 

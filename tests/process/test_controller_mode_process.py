@@ -57,6 +57,26 @@ async def _wait_addrs(ns: str, want: dict[int, str], timeout_s: float) -> float:
     return time.monotonic() - began
 
 
+async def _wait_failover(ns: str, survivors: dict[int, str], timeout_s: float) -> tuple[float, str]:
+    """Wait until one survivor is brokerId 0 and the other keeps its id; return the seconds
+    taken and the new master's address."""
+    began = time.monotonic()
+    async with asyncio.timeout(timeout_s):
+        while True:
+            got = await _broker_addrs(ns)
+            for sid, addr in survivors.items():
+                rest = {k: v for k, v in survivors.items() if k != sid}
+                if got == {0: addr, **rest}:
+                    return time.monotonic() - began, addr
+            await asyncio.sleep(0.05)
+
+
+async def _wait_until_listed(ns: str, broker_id: int, addr: str, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while (await _broker_addrs(ns)).get(broker_id) != addr:
+            await asyncio.sleep(0.05)
+
+
 async def _epochs(addr: str) -> list[int]:
     client = RemotingClient(name="test")
     try:
@@ -88,23 +108,25 @@ def _start(tmp: Path, ns: str, tag: str, controllers: list[str]) -> tuple[Daemon
 
 
 def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
-    """1. Start mqnamesrv, three mqcontrollers (unclean election on) and brokers b1 then b2 of
-    broker-a in controller mode.
-    2. Check: identity files hold ids 1 and 2; the NameServer shows b1 as brokerId 0 and b2 as
-    brokerId 2; b1 accepts a send, b2 refuses it; b1's epoch file holds epoch 1.
-    3. SIGKILL b1. Expected: within 5 s the NameServer shows b2 as brokerId 0, b2 accepts a
-    send and its epoch file holds epoch 2.
-    4. Restart b1 on its store. Expected: it keeps id 1 (no temp file left) and rejoins as
-    slave: the NameServer shows {0: b2, 1: b1}."""
+    """1. Start mqnamesrv, three mqcontrollers (unclean election on) and brokers b1, b2, b3 of
+    broker-a in controller mode, in that order.
+    2. Check: identity files hold ids 1, 2, 3; the NameServer shows b1 as brokerId 0 and the
+    others under their ids; b1 accepts a send, b2 refuses it; b1's epoch file holds epoch 1.
+    3. SIGKILL b1. Expected: within 5 s the NameServer shows one survivor as brokerId 0 and the
+    other under its id; the new master accepts a send and its epoch file holds epoch 2.
+    4. Restart b1 on its store. Expected: it keeps id 1 (no temp file left) and rejoins as a
+    slave: the NameServer lists it as brokerId 1 beside the new master; it refuses sends."""
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, CONTROLLER_KEYS)
     try:
-        daemons["b1"], b1 = _start(tmp_path, ns, "b1", ctl_addrs)
-        daemons["b2"], b2 = _start(tmp_path, ns, "b2", ctl_addrs)
-        asyncio.run(_wait_addrs(ns, {0: b1, 2: b2}, 15))
-        assert _identity(tmp_path / "b1") == "DefaultCluster#broker-a#1"
-        assert _identity(tmp_path / "b2") == "DefaultCluster#broker-a#2"
+        addrs = {}
+        for tag in ("b1", "b2", "b3"):
+            daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs)
+        b1, b2, b3 = addrs["b1"], addrs["b2"], addrs["b3"]
+        asyncio.run(_wait_addrs(ns, {0: b1, 2: b2, 3: b3}, 15))
+        for i, tag in enumerate(("b1", "b2", "b3"), start=1):
+            assert _identity(tmp_path / tag) == f"DefaultCluster#broker-a#{i}"
         assert asyncio.run(_send(b1)) == ResponseCode.SUCCESS
         assert asyncio.run(_send(b2)) != ResponseCode.SUCCESS
         assert asyncio.run(_epochs(b1)) == [1]
@@ -112,13 +134,15 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         killed = daemons.pop("b1")
         killed.proc.kill()
         killed.stop()  # reaps the process and closes its pipes
-        took = asyncio.run(_wait_addrs(ns, {0: b2}, 10))
+        took, new_master = asyncio.run(_wait_failover(ns, {2: b2, 3: b3}, 10))
         assert took < 5.0, f"failover took {took:.1f} s"
-        asyncio.run(_send_until_ok(b2, 5))
-        assert asyncio.run(_epochs(b2)) == [2]
+        asyncio.run(_send_until_ok(new_master, 5))
+        assert asyncio.run(_epochs(new_master)) == [2]
 
         daemons["b1"], b1_again = _start(tmp_path, ns, "b1", ctl_addrs)
-        asyncio.run(_wait_addrs(ns, {0: b2, 1: b1_again}, 10))
+        asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
+        listed = asyncio.run(_broker_addrs(ns))
+        assert listed[0] == new_master, listed
         assert _identity(tmp_path / "b1") == "DefaultCluster#broker-a#1"
         assert not (tmp_path / "b1" / "brokerIdentity-temp").exists()
         assert asyncio.run(_send(b1_again)) != ResponseCode.SUCCESS
