@@ -11,10 +11,14 @@ Mirrors the controller half of ``broker/out/BrokerOuterAPI`` (controller.md sect
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
 
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import CodecError, RemoteError
+from rocketpy.common.errors import CodecError, ConnectionClosed, RemoteError, RemotingError
 from rocketpy.remoting.protocol.bodies.controller import (
     SyncStateSet,
     decode_elect_master_body,
@@ -39,6 +43,10 @@ from rocketpy.remoting.protocol.headers.controller import (
     RegisterBrokerToControllerResponseHeader,
 )
 from rocketpy.remoting.transport.client import RemotingClient
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 #: ``BrokerOuterAPI`` uses 3 s for every controller request.
 CONTROLLER_TIMEOUT_S = 3.0
@@ -262,3 +270,57 @@ class BrokerControllerAPI:
         """
         request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, to_ext(header), oneway=True)
         await self._client.invoke_oneway(addr, request)
+
+
+class NoControllerLeader(ConnectionClosed):
+    """No controller named a leader (none reachable, or an election is in progress)."""
+
+
+class ControllerLeader:
+    """The controller leader's address, found with CONTROLLER_GET_METADATA_INFO and refreshed
+    when a request fails (``updateControllerMetadata``)."""
+
+    def __init__(self, api: BrokerControllerAPI, addresses: Sequence[str]) -> None:
+        """Args: ``api`` the controller requests; ``addresses`` every controller."""
+        self._api = api
+        self._addresses = list(addresses)
+        #: The leader's address, None until found.
+        self.address: str | None = None
+
+    async def find(self) -> str:
+        """Ask each controller in turn; the first that names a leader wins.
+
+        Raises:
+            NoControllerLeader: none answered with a leader.
+        """
+        last: RemotingError | None = None
+        for addr in self._addresses:
+            try:
+                meta = await self._api.get_controller_metadata(addr)
+            except RemotingError as e:
+                last = e
+                continue
+            if meta.leader_address:
+                if meta.leader_address != self.address:
+                    log.info("controller leader", leader=meta.leader_address, id=meta.leader_id)
+                self.address = meta.leader_address
+                return meta.leader_address
+        raise NoControllerLeader(f"no controller leader among {self._addresses}") from last
+
+    async def call(self, fn: Callable[[str], Awaitable[T]]) -> T:
+        """``fn(leader)``; after a lost connection, a timeout or CONTROLLER_NOT_LEADER, find
+        the leader again and retry once.
+
+        Raises:
+            RemotingError: the retry failed too, or the controller refused.
+        """
+        leader = self.address or await self.find()
+        try:
+            return await fn(leader)
+        except RemoteError as e:
+            if e.code != ResponseCode.CONTROLLER_NOT_LEADER:
+                raise
+        except RemotingError:
+            pass
+        self.address = None
+        return await fn(await self.find())

@@ -24,18 +24,19 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
 from rocketpy.broker.broker_id import BrokerIdAllocator, BrokerIdentityMismatch
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.controller_api import BrokerControllerAPI, MasterInfo
+from rocketpy.broker.controller_api import BrokerControllerAPI, ControllerLeader, MasterInfo
+from rocketpy.broker.replica_role import ReplicaRole
 from rocketpy.broker.role_handler import EpochOnlyRoleHandler, RoleHandler
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import ResponseCode
-from rocketpy.common.errors import ConnectionClosed, RemoteError, RemotingError, StoreError
+from rocketpy.common.errors import RemoteError, RemotingError, StoreError
 from rocketpy.remoting.protocol.bodies.controller import SyncStateSet
 from rocketpy.remoting.protocol.headers.controller import BrokerHeartbeatRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
@@ -49,7 +50,6 @@ from rocketpy.store.epoch_cache import EPOCH_FILE_NAME, EpochFileCache
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 
 #: ``ReplicasManager`` retries the whole start sequence every 5 s until it succeeds.
 START_RETRY_S = 5.0
@@ -64,10 +64,6 @@ class State(enum.IntEnum):
     FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE = 1
     REGISTER_TO_CONTROLLER_DONE = 2
     RUNNING = 3
-
-
-class NoControllerLeader(ConnectionClosed):
-    """No controller named a leader (none reachable, or an election is in progress)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,75 +121,79 @@ class ReplicasManager:
         self._handler_factory = handler_factory or (
             lambda epochs: EpochOnlyRoleHandler(epochs, max_offset)
         )
-        #: Memory-only and empty until :meth:`open` reads the file.
-        self.epochs = EpochFileCache()
-        #: The replication side of role changes (set by :meth:`open`).
-        self.handler: RoleHandler = EpochOnlyRoleHandler(self.epochs, max_offset)
+        #: The role; its epoch file is memory-only and empty until :meth:`open` reads it.
+        self.role = ReplicaRole(
+            EpochFileCache(),
+            EpochOnlyRoleHandler(EpochFileCache(), max_offset),
+            address=address,
+            on_changed=on_role_changed,
+        )
         self._api = api
         self._ids = ids
         self._address = address
         self._max_offset = max_offset
-        self._on_role_changed = on_role_changed
         self._on_fatal = on_fatal
         self._clock = clock
         self._tasks = TaskSet(f"{config.broker_name}/replicas")
         self._stop = asyncio.Event()
-        self._role_lock = asyncio.Lock()
         self._state = State.INITIAL
         #: Set when an identity file names another broker: registration stops for good.
         self._identity_mismatch = False
-        self._leader: str | None = None
-        #: The id the controller assigned (``brokerControllerId``); None until obtained.
-        self._controller_id: int | None = None
-        self._is_master = False
-        self._master_id: int | None = None
-        self._master_address: str | None = None
-        #: Invariant: only grows; every role change carries a strictly greater epoch.
-        self._master_epoch = 0
-        self._sss: frozenset[int] = frozenset()
-        self._sss_epoch = 0
+        self._leader = ControllerLeader(api, config.controller_addr_list)
 
     # -- introspection ---------------------------------------------------------------------
 
     @property
+    def epochs(self) -> EpochFileCache:
+        """This broker's epoch file (memory-only and empty before :meth:`open`)."""
+        return self.role.epochs
+
+    @property
+    def handler(self) -> RoleHandler:
+        """The replication side of role changes."""
+        return self.role.handler
+
+    @property
     def is_master(self) -> bool:
         """True once this broker is the master of the current epoch."""
-        return self._is_master
+        return self.role.is_master
 
     @property
     def master_epoch(self) -> int:
         """The master epoch of the last applied role change (0 before any)."""
-        return self._master_epoch
+        return self.role.master_epoch
 
     @property
     def broker_controller_id(self) -> int | None:
         """The controller-assigned id, once obtained."""
-        return self._controller_id
+        return self.role.controller_id
 
     @property
     def route_broker_id(self) -> int:
         """The id to register with NameServers: 0 as master, else the controller id."""
-        if self._is_master:
+        if self.role.is_master:
             return 0
-        return self._controller_id if self._controller_id is not None else self.config.broker_id
+        own = self.role.controller_id
+        return own if own is not None else self.config.broker_id
 
     @property
     def role_known(self) -> bool:
         """True once a master is known (NameServer registration is skipped before)."""
-        return self._master_id is not None
+        return self.role.master_id is not None
 
     def statistics(self) -> ReplicasStatistics:
         """The current state."""
+        role = self.role
         return ReplicasStatistics(
             state=self._state,
-            broker_controller_id=self._controller_id,
-            is_master=self._is_master,
-            master_broker_id=self._master_id,
-            master_address=self._master_address,
-            master_epoch=self._master_epoch,
-            sync_state_set=self._sss,
-            sync_state_set_epoch=self._sss_epoch,
-            controller_leader=self._leader,
+            broker_controller_id=role.controller_id,
+            is_master=role.is_master,
+            master_broker_id=role.master_id,
+            master_address=role.master_address,
+            master_epoch=role.master_epoch,
+            sync_state_set=role.sync_state_set,
+            sync_state_set_epoch=role.sync_state_set_epoch,
+            controller_leader=self._leader.address,
         )
 
     # -- life cycle ------------------------------------------------------------------------
@@ -204,8 +204,9 @@ class ReplicasManager:
         Raises:
             StoreError: the epoch file and its backup are both damaged.
         """
-        self.epochs = await EpochFileCache.open(self._epochs_path)
-        self.handler = self._handler_factory(self.epochs)
+        epochs = await EpochFileCache.open(self._epochs_path)
+        self.role.epochs = epochs
+        self.role.handler = self._handler_factory(epochs)
 
     async def start(self) -> None:
         """Try the start sequence once, then keep the loops running (call :meth:`open`
@@ -227,7 +228,7 @@ class ReplicasManager:
         self._spawn(
             periodic(
                 cfg.sync_controller_metadata_period_ms / 1000,
-                self._guarded(self._find_leader),
+                self._guarded(self._leader.find),
                 stop=self._stop,
                 name="sync-controller-metadata",
             ),
@@ -313,13 +314,13 @@ class ReplicasManager:
 
     async def _start_sequence(self) -> bool:
         if self._state is State.INITIAL:
-            await self._find_leader()
+            await self._leader.find()
             self._state = State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE
-        if self._controller_id is None:
-            self._controller_id = await self._leader_call(
+        if self.role.controller_id is None:
+            self.role.controller_id = await self._leader.call(
                 lambda leader: self._ids.obtain(leader, self._address(), self._clock.wall_ms())
             )
-            structlog.contextvars.bind_contextvars(broker_controller_id=self._controller_id)
+            structlog.contextvars.bind_contextvars(broker_controller_id=self.role.controller_id)
         info = await self._register()
         self._state = max(self._state, State.REGISTER_TO_CONTROLLER_DONE)
         await self._send_heartbeats()
@@ -327,58 +328,26 @@ class ReplicasManager:
             await self.change_broker_role(info)
         else:
             await self._try_elect_self()
-        if self._master_id is None:
+        if self.role.master_id is None:
             log.info("no master in the broker-set yet, will retry", broker=self.config.broker_name)
             return False
         self._state = State.RUNNING
         log.info(
             "controller-mode broker running",
-            broker_controller_id=self._controller_id,
-            master=self._master_id,
-            master_epoch=self._master_epoch,
+            broker_controller_id=self.role.controller_id,
+            master=self.role.master_id,
+            master_epoch=self.role.master_epoch,
         )
         return True
 
     # -- controller requests ---------------------------------------------------------------
 
-    async def _find_leader(self) -> str:
-        """Ask each controller for the leader (``updateControllerMetadata``)."""
-        last: RemotingError | None = None
-        for addr in self.config.controller_addr_list:
-            try:
-                meta = await self._api.get_controller_metadata(addr)
-            except RemotingError as e:
-                last = e
-                continue
-            if meta.leader_address:
-                if meta.leader_address != self._leader:
-                    log.info("controller leader", leader=meta.leader_address, id=meta.leader_id)
-                self._leader = meta.leader_address
-                return meta.leader_address
-        raise NoControllerLeader(
-            f"no controller leader among {self.config.controller_addr}"
-        ) from last
-
-    async def _leader_call(self, fn: Callable[[str], Awaitable[T]]) -> T:
-        """``fn(leader)``; after a lost connection or CONTROLLER_NOT_LEADER, find the leader
-        again and retry once."""
-        leader = self._leader or await self._find_leader()
-        try:
-            return await fn(leader)
-        except RemoteError as e:
-            if e.code != ResponseCode.CONTROLLER_NOT_LEADER:
-                raise
-        except RemotingError:
-            pass
-        self._leader = None
-        return await fn(await self._find_leader())
-
     async def _register(self) -> MasterInfo:
         cfg = self.config
-        broker_id = self._controller_id
+        broker_id = self.role.controller_id
         if broker_id is None:
             raise RemoteError(ResponseCode.SYSTEM_ERROR, "no broker id yet")
-        return await self._leader_call(
+        return await self._leader.call(
             lambda leader: self._api.register_broker(
                 leader,
                 cfg.broker_cluster_name,
@@ -391,11 +360,11 @@ class ReplicasManager:
 
     async def _try_elect_self(self) -> None:
         cfg = self.config
-        me = self._controller_id
+        me = self.role.controller_id
         if me is None:
             return
         try:
-            info = await self._leader_call(
+            info = await self._leader.call(
                 lambda leader: self._api.elect_master(
                     leader, cfg.broker_cluster_name, cfg.broker_name, me
                 )
@@ -408,14 +377,14 @@ class ReplicasManager:
 
     async def _send_heartbeats(self) -> None:
         """BROKER_HEARTBEAT to every controller (``sendHeartbeatToController``)."""
-        if self._controller_id is None:
+        if self.role.controller_id is None:
             return
         cfg = self.config
         header = BrokerHeartbeatRequestHeader(
             cluster_name=cfg.broker_cluster_name,
             broker_addr=self._address(),
             broker_name=cfg.broker_name,
-            broker_id=self._controller_id,
+            broker_id=self.role.controller_id,
             epoch=self.epochs.last_epoch(),
             max_offset=self._max_offset(),
             confirm_offset=self.handler.confirm_offset(),
@@ -433,10 +402,10 @@ class ReplicasManager:
 
     async def _sync_broker_metadata(self) -> None:
         """Catch up with the controller's view (``schedulingSyncBrokerMetadata``)."""
-        if self._controller_id is None:
+        if self.role.controller_id is None:
             return
         try:
-            info = await self._leader_call(
+            info = await self._leader.call(
                 lambda leader: self._api.get_replica_info(leader, self.config.broker_name)
             )
         except RemoteError as e:
@@ -447,16 +416,16 @@ class ReplicasManager:
             return
         if info.master_broker_id is None:
             await self._try_elect_self()
-        elif info.master_epoch > self._master_epoch:
+        elif info.master_epoch > self.role.master_epoch:
             log.info("missed a role change, applying it", master_epoch=info.master_epoch)
             await self.change_broker_role(info)
-        elif info.master_epoch == self._master_epoch and self._is_master:
-            self._adopt_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
+        elif info.master_epoch == self.role.master_epoch and self.role.is_master:
+            self.role.adopt_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
 
     async def _check_sync_state_set(self) -> None:
         """Every ``checkSyncStateSetPeriod`` (master): the HA layer proposes a shrunk set
         through :meth:`report_sync_state_set_nowait` when a slave lags."""
-        if self._is_master:
+        if self.role.is_master:
             self.handler.shrink_sync_state_set()
 
     # -- role changes ----------------------------------------------------------------------
@@ -471,72 +440,8 @@ class ReplicasManager:
         await self.change_broker_role(info)
 
     async def change_broker_role(self, info: MasterInfo) -> bool:
-        """``changeBrokerRole``: become master (if ``info`` names this broker) or slave.
-
-        Returns:
-            True when applied; False when stale (epoch not newer), unnamed, or refused by the
-            role handler.
-        """
-        async with self._role_lock:
-            if info.master_broker_id is None or info.master_epoch <= self._master_epoch:
-                return False
-            if self._controller_id is None:
-                return False
-            if info.master_broker_id == self._controller_id:
-                applied = await self._to_master(info)
-            else:
-                applied = await self._to_slave(info)
-        if applied:
-            await self._on_role_changed()
-        return applied
-
-    async def _to_master(self, info: MasterInfo) -> bool:
-        epoch = info.master_epoch
-        if self._is_master:
-            ok = await self.handler.change_to_master_when_last_role_is_master(epoch)
-        else:
-            ok = await self.handler.change_to_master(epoch)
-        if not ok:
-            log.error("change to master refused by the replication layer", master_epoch=epoch)
-            return False
-        self._is_master = True
-        self._master_id = self._controller_id
-        self._master_address = self._address()
-        self._master_epoch = epoch
-        self._adopt_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
-        log.info(
-            "change broker role to master", master_epoch=epoch, sync_state_set=sorted(self._sss)
-        )
-        return True
-
-    async def _to_slave(self, info: MasterInfo) -> bool:
-        # change_broker_role checked both ids
-        epoch = info.master_epoch
-        me = self._controller_id or 0
-        if not self._is_master and self._master_id == info.master_broker_id:
-            self.handler.change_to_slave_when_master_not_change(epoch)
-        # The HA address is learnt from the NameServer registration result (ha.md section 1).
-        elif not await self.handler.change_to_slave(None, epoch, me):
-            log.error("change to slave refused by the replication layer", master_epoch=epoch)
-            return False
-        self._is_master = False
-        self._master_id = info.master_broker_id
-        self._master_address = info.master_address
-        self._master_epoch = epoch
-        if info.sync_state_set_epoch > self._sss_epoch:
-            self._sss, self._sss_epoch = info.sync_state_set, info.sync_state_set_epoch
-        log.info(
-            "change broker role to slave",
-            master=info.master_broker_id,
-            master_address=info.master_address,
-            master_epoch=epoch,
-        )
-        return True
-
-    def _adopt_sync_state_set(self, members: frozenset[int], epoch: int) -> None:
-        if epoch > self._sss_epoch and members:
-            self._sss, self._sss_epoch = members, epoch
-            self.handler.set_sync_state_set(members)
+        """``changeBrokerRole`` (see :meth:`ReplicaRole.change`)."""
+        return await self.role.change(info)
 
     # -- SyncStateSet reporting (for the HA layer) -----------------------------------------
 
@@ -554,12 +459,12 @@ class ReplicasManager:
                 this broker is not the master (CONTROLLER_INVALID_MASTER, nothing sent).
             RemotingError: no controller leader could be reached.
         """
-        me = self._controller_id
-        if not self._is_master or me is None:
+        me = self.role.controller_id
+        if not self.role.is_master or me is None:
             raise RemoteError(ResponseCode.CONTROLLER_INVALID_MASTER, "this broker is not master")
         members = frozenset(new_set) | {me}
-        epoch, sss_epoch = self._master_epoch, self._sss_epoch
-        committed = await self._leader_call(
+        epoch, sss_epoch = self.role.master_epoch, self.role.sync_state_set_epoch
+        committed = await self._leader.call(
             lambda leader: self._api.alter_sync_state_set(
                 leader,
                 self.config.broker_name,
@@ -574,7 +479,7 @@ class ReplicasManager:
             sync_state_set=sorted(committed.sync_state_set),
             epoch=committed.sync_state_set_epoch,
         )
-        self._adopt_sync_state_set(committed.sync_state_set, committed.sync_state_set_epoch)
+        self.role.adopt_sync_state_set(committed.sync_state_set, committed.sync_state_set_epoch)
         return committed
 
     def report_sync_state_set_nowait(self, new_set: frozenset[int]) -> None:

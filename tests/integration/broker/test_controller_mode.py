@@ -27,6 +27,8 @@ from rocketpy.store.broker_identity import (
     TempBrokerMetadata,
     encode_temp_broker_metadata,
 )
+from rocketpy.store.epoch_cache import EpochFileCache
+from rocketpy.store.epoch_entries import EpochEntry
 from tests.helpers.broker_client import JavaLikeClient
 from tests.helpers.controller_client import FakeBroker
 from tests.helpers.controller_node import SoloNode
@@ -274,3 +276,27 @@ async def test_alter_sync_state_set_reports_to_controller(
     with pytest.raises(RemoteError) as refused:
         await b2.replicas.alter_sync_state_set({1})
     assert refused.value.code == ResponseCode.CONTROLLER_INVALID_MASTER
+
+
+async def test_b08_local_epoch_ahead_of_controller_stays_fenced(
+    controller_factory: Controller, ctl_broker: Broker, namesrv: NamesrvService, tmp_path: Path
+) -> None:
+    """B-08: 1. the broker's epoch file holds epoch 7 but the controller has never seen the
+    broker-set; 2. the broker starts and the controller elects it with master epoch 1.
+    Expected: the broker refuses the stale epoch (logged with the file, both epochs and the
+    recovery steps) and stays fenced: no role, not in the NameServer, sends refused, the epoch
+    file unchanged."""
+    ctl = await controller_factory()
+    root = tmp_path / "b1"
+    root.mkdir()
+    epochs = EpochFileCache(root / "epochFileCheckpoint")
+    await epochs.init_from_entries([EpochEntry(epoch=7, start_offset=0)])
+    before = (root / "epochFileCheckpoint").read_bytes()
+    broker = await ctl_broker(ctl, "b1")
+    assert broker.replicas is not None
+    assert broker.replicas.broker_controller_id == 1
+    assert not broker.replicas.role_known
+    assert ctl.manager.sync_state_set_info_table["broker-a"].master_epoch == 1
+    assert await _send(broker.address) != ResponseCode.SUCCESS
+    assert _routes(namesrv) == {}
+    assert (root / "epochFileCheckpoint").read_bytes() == before
