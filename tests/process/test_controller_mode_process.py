@@ -9,6 +9,7 @@ controllers with ``enableElectUncleanMaster=true``: the survivor is elected from
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 
@@ -77,6 +78,19 @@ async def _wait_until_listed(ns: str, broker_id: int, addr: str, timeout_s: floa
             await asyncio.sleep(0.05)
 
 
+async def _controller_leader(controllers: list[str]) -> str:
+    client = RemotingClient(name="test")
+    try:
+        request = RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO, None)
+        resp = await client.invoke(controllers[0], request, 5)
+    finally:
+        await client.close()
+    leader = resp.ext("controllerLeaderAddress")
+    assert leader is not None, resp.ext_fields
+    assert leader in controllers, resp.ext_fields
+    return leader
+
+
 async def _epochs(addr: str) -> list[int]:
     client = RemotingClient(name="test")
     try:
@@ -114,8 +128,9 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
     others under their ids; b1 accepts a send, b2 refuses it; b1's epoch file holds epoch 1.
     3. SIGKILL b1. Expected: within 5 s the NameServer shows one survivor as brokerId 0 and the
     other under its id; the new master accepts a send and its epoch file holds epoch 2.
-    4. Restart b1 on its store. Expected: it keeps id 1 (no temp file left) and rejoins as a
-    slave: the NameServer lists it as brokerId 1 beside the new master; it refuses sends."""
+    4. SIGKILL the controller leader, then restart b1 on its store. Expected: b1 finds the new
+    controller leader, keeps id 1 (no temp file left) and rejoins as a slave: the NameServer
+    lists it as brokerId 1 beside the new master; it refuses sends."""
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, CONTROLLER_KEYS)
@@ -139,6 +154,10 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         asyncio.run(_send_until_ok(new_master, 5))
         assert asyncio.run(_epochs(new_master)) == [2]
 
+        leader = asyncio.run(_controller_leader(ctl_addrs))
+        dead_ctl = ctl_daemons.pop(ctl_addrs.index(leader))
+        dead_ctl.proc.kill()
+        dead_ctl.stop()
         daemons["b1"], b1_again = _start(tmp_path, ns, "b1", ctl_addrs)
         asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
         listed = asyncio.run(_broker_addrs(ns))
@@ -146,6 +165,53 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         assert _identity(tmp_path / "b1") == "DefaultCluster#broker-a#1"
         assert not (tmp_path / "b1" / "brokerIdentity-temp").exists()
         assert asyncio.run(_send(b1_again)) != ResponseCode.SUCCESS
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.output()[-6000:]}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for d in ctl_daemons:
+            d.stop()
+        assert namesrv.stop() == 0, namesrv.output()
+
+
+async def _never_steals_id_0(ns: str, master: str, back: str, timeout_s: float) -> None:
+    """Poll until ``back`` is listed as brokerId 1; every poll must show ``master`` as 0."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            got = await _broker_addrs(ns)
+            assert got.get(0) == master, got
+            if got.get(1) == back:
+                return
+            await asyncio.sleep(0.05)
+
+
+def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -> None:
+    """Network cut by SIGSTOP (issue 7 tests; NameServer stateVersion, namesrv.md section 3):
+    1. Start mqnamesrv, three mqcontrollers (unclean election on), b1 (master) and b2.
+    2. SIGSTOP b1. Expected: its heartbeats expire (1.5 s) and the NameServer shows b2 as
+    brokerId 0 within 5 s.
+    3. SIGCONT b1: it still believes it is master of epoch 1. Expected: its stale registration
+    (stateVersion 1) never displaces b2 (stateVersion 2) as brokerId 0; its replica-info sync
+    learns epoch 2 and it re-registers as slave brokerId 1 and refuses sends."""
+    namesrv, ns = start_namesrv(tmp_path)
+    daemons: dict[str, Daemon] = {}
+    ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, CONTROLLER_KEYS)
+    try:
+        daemons["b1"], b1 = _start(tmp_path, ns, "b1", ctl_addrs)
+        daemons["b2"], b2 = _start(tmp_path, ns, "b2", ctl_addrs)
+        asyncio.run(_wait_addrs(ns, {0: b1, 2: b2}, 15))
+        daemons["b1"].proc.send_signal(signal.SIGSTOP)
+        try:
+            took = asyncio.run(_wait_addrs(ns, {0: b2}, 10))
+        finally:
+            daemons["b1"].proc.send_signal(signal.SIGCONT)
+        assert took < 5.0, f"failover took {took:.1f} s"
+        asyncio.run(_never_steals_id_0(ns, b2, b1, 10))
+        assert asyncio.run(_send(b1)) != ResponseCode.SUCCESS
+        asyncio.run(_send_until_ok(b2, 5))
     except BaseException:
         for name, d in daemons.items():
             print(f"===== {name}\n{d.output()[-6000:]}")
