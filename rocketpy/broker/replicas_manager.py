@@ -10,9 +10,10 @@ epoch) and SyncStateSet reports (CONTROLLER_ALTER_SYNC_STATE_SET). Must not: rep
 ``on_role_changed`` and the broker re-registers). Mirrors ``broker/controller/ReplicasManager``
 of apache/rocketmq 5.1.1+.
 
-Every role change runs under one lock and only when the new master epoch is greater than the
-current one, so a NOTIFY_BROKER_ROLE_CHANGED, an election answer and a metadata sync that carry
-the same news apply it once.
+Every role change goes through :class:`~rocketpy.broker.replica_role.ReplicaRole`, which applies
+it under one lock and only when its master epoch is newer, so a NOTIFY_BROKER_ROLE_CHANGED, an
+election answer and a metadata sync that carry the same news apply it once. Controller requests
+go to the leader found by :class:`~rocketpy.broker.controller_api.ControllerLeader`.
 """
 
 from __future__ import annotations

@@ -260,19 +260,24 @@ async def test_missed_notification_is_caught_by_replica_info_sync(
 async def test_alter_sync_state_set_reports_to_controller(
     controller_factory: Controller, ctl_broker: Broker
 ) -> None:
-    """controller.md 10 (SyncStateSet reporting): 1. b1 master, b2 slave; 2. b1 reports {2}
-    (its own id is added). Expected: the controller commits {1, 2} with epoch 2 and b1 adopts
-    it; 3. b2 (a slave) reporting raises CONTROLLER_INVALID_MASTER without asking."""
+    """controller.md 10 (SyncStateSet reporting): 1. b1 master, b2 slave; 2. the HA callback
+    path reports {2} (``report_sync_state_set_nowait``; the master's own id is added).
+    Expected: the controller commits {1, 2} with epoch 2 and b1 adopts it; 3. b1 reports the
+    empty set (shrink to itself): {1}, epoch 3; 4. b2 (a slave) reporting raises
+    CONTROLLER_INVALID_MASTER without asking."""
     ctl = await controller_factory()
     b1 = await ctl_broker(ctl, "b1")
     b2 = await ctl_broker(ctl, "b2")
     assert b1.replicas is not None
     assert b2.replicas is not None
-    committed = await b1.replicas.alter_sync_state_set({2})
-    assert (committed.sync_state_set, committed.sync_state_set_epoch) == ({1, 2}, 2)
-    stats = b1.replicas.statistics()
-    assert (stats.sync_state_set, stats.sync_state_set_epoch) == ({1, 2}, 2)
+    rm = b1.replicas
+    rm.report_sync_state_set_nowait(frozenset({2}))
+    await wait_until(lambda: rm.statistics().sync_state_set == {1, 2}, 3)
+    assert rm.statistics().sync_state_set_epoch == 2
     assert ctl.manager.sync_state_set_info_table["broker-a"].sync_state_set == {1, 2}
+    committed = await rm.alter_sync_state_set(set())
+    assert (committed.sync_state_set, committed.sync_state_set_epoch) == ({1}, 3)
+    assert (rm.statistics().sync_state_set, rm.statistics().sync_state_set_epoch) == ({1}, 3)
     with pytest.raises(RemoteError) as refused:
         await b2.replicas.alter_sync_state_set({1})
     assert refused.value.code == ResponseCode.CONTROLLER_INVALID_MASTER
