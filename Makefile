@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-controller clean
+        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-store bench-controller clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -84,6 +84,11 @@ bench-namesrv: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
 
+# make bench-store: appends/s and MB/s (ASYNC_FLUSH; SYNC_FLUSH group commit at 64 producers)
+# beside a bare mmap copy loop and a bare write+fdatasync loop on the same disk. DIR= picks the disk.
+bench-store: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_store --dir $(or $(DIR),.bench-store) $(BENCH_ARGS)
+
 # make bench-controller: a 3-member Raft group on loopback (committed writes/s, propose p50/p99,
 # in-process leader failover), then three mqcontroller processes: broker-master re-election after
 # its heartbeats stop and controller-leader failover after SIGKILL.
@@ -92,4 +97,4 @@ bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_controller
 
 clean:
-	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .cluster .bench-store .pytest_cache .mypy_cache .ruff_cache build *.egg-info
