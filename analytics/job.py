@@ -32,7 +32,11 @@ class JobResult:
     corrupt: int
     bounds: list[float]
     base: DataFrame | None = None
+    #: Per (cluster, broker, window): merged ``lat_counts`` and ``max_ms``.
+    latency_per_window: DataFrame | None = None
     tables: dict[str, DataFrame] = field(default_factory=dict)
+    #: Everything this run cached (unpersist when done).
+    cached: list[DataFrame] = field(default_factory=list)
     failovers: list[dict[str, Any]] = field(default_factory=list)
     epoch_bumps: list[dict[str, Any]] = field(default_factory=list)
 
@@ -130,23 +134,15 @@ def with_quantile(
 
 
 def merged_counts(col: str, slots: int) -> Column:
-    """Element-wise sum of the group's count arrays."""
-    return F.expr(
-        f"aggregate(collect_list({col}), array_repeat(0L, {slots}), "
-        "(acc, x) -> zip_with(acc, x, (a, b) -> coalesce(a, 0L) + coalesce(b, 0L)))"
+    """Element-wise sum of the group's count arrays: one plain ``sum`` per slot, so Spark
+    aggregates partially and with generated code (no collect_list, no lambdas)."""
+    return F.array(
+        *(F.coalesce(F.sum(F.get(F.col(col), i)), F.lit(0)).cast("long") for i in range(slots))
     )
 
 
-def latency_table(base: DataFrame, keys: list[str], bounds: list[float]) -> DataFrame:
-    """p50/p99/max send latency per ``keys`` from merged histograms."""
-    merged = (
-        base.filter(F.col("lat_counts").isNotNull())
-        .groupBy(*keys)
-        .agg(
-            merged_counts("lat_counts", len(bounds) + 1).alias("lat_counts"),
-            F.max("lat_max").alias("max_ms"),
-        )
-    )
+def with_percentiles(merged: DataFrame, bounds: list[float]) -> DataFrame:
+    """Adds ``sends``, ``p50_ms``, ``p99_ms`` to rows with merged ``lat_counts`` and ``max_ms``."""
     cum = F.expr(
         "transform(lat_counts, "
         "(x, i) -> aggregate(slice(lat_counts, 1, i + 1), 0L, (a, y) -> a + y))"
@@ -156,12 +152,21 @@ def latency_table(base: DataFrame, keys: list[str], bounds: list[float]) -> Data
         merged = with_quantile(
             merged, name, q, counts="lat_counts", cum="lat_cum", max_col="max_ms", bounds=bounds
         )
-    return merged.select(*keys, "sends", "p50_ms", "p99_ms", "max_ms", "lat_counts")
+    return merged.drop("lat_cum")
 
 
-def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult:
-    """Read ``inputs`` once (cached) and build every table (lazily; the counts, latency bounds
-    and the failover timeline are collected)."""
+def latency_table(per_window: DataFrame, keys: list[str], bounds: list[float]) -> DataFrame:
+    """p50/p99/max send latency per ``keys`` (a subset of the per-window keys), merging the
+    per-window histograms again."""
+    merged = per_window.groupBy(*keys).agg(
+        merged_counts("lat_counts", len(bounds) + 1).alias("lat_counts"),
+        F.max("max_ms").alias("max_ms"),
+    )
+    return with_percentiles(merged, bounds).select(*keys, "sends", "p50_ms", "p99_ms", "max_ms")
+
+
+def _read(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, int, int, list[float]]:
+    """The parsed dumps (cached), good and corrupt line counts, the latency bounds."""
     parsed = (
         read_dumps(spark, inputs)
         .withColumn("_bad", _is_bad())
@@ -178,78 +183,116 @@ def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult
         .collect()
     )
     bounds = [float(x) for x in first[0][0]] if first else []
+    return parsed, records, corrupt, bounds
+
+
+def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult:
+    """Read ``inputs`` once (cached) and build every table. Each table is one pass over the
+    cache and is itself cached (they are small: one row per window), so writing, summarizing
+    and plotting do not recompute them."""
+    parsed, records, corrupt, bounds = _read(spark, inputs)
     base = flatten(parsed, window_ms)
-    result = JobResult(records=records, corrupt=corrupt, bounds=bounds, base=base)
+    result = JobResult(records=records, corrupt=corrupt, bounds=bounds, base=parsed)
+    result.cached.append(parsed)
+
+    def _cached(df: DataFrame) -> DataFrame:
+        result.cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return df
+
     wkeys = [*KEYS, "window_ms"]
-    broker = base.groupBy(*wkeys).agg(*_sums(), F.max("flush_behind").alias("flush_behind_bytes"))
-    result.tables["broker_throughput"] = broker.select(
+    slots = len(bounds) + 1 if bounds else 1
+    per_window = _cached(
+        base.groupBy(*wkeys).agg(
+            *_sums(),
+            F.max("flush_behind").alias("flush_behind_bytes"),
+            merged_counts("lat_counts", slots).alias("lat_counts"),
+            F.max("lat_max").alias("max_ms"),
+        )
+    )
+    result.tables["broker_throughput"] = per_window.select(
         *wkeys, *_DELTA_COLS, *_rates(window_ms), "flush_behind_bytes"
     )
+    if bounds:
+        result.latency_per_window = per_window.select(*wkeys, "lat_counts", "max_ms")
+        result.tables["latency"] = with_percentiles(result.latency_per_window, bounds).drop(
+            "lat_counts"
+        )
     topics = base.select(*wkeys, F.explode("topics").alias("t")).select(
         *wkeys, F.col("t.topic").alias("topic"), *(F.col(f"t.{c}").alias(c) for c in _DELTA_COLS)
     )
-    result.tables["topic_throughput"] = (
+    result.tables["topic_throughput"] = _cached(
         topics.groupBy(*wkeys, "topic")
         .agg(*_sums())
         .select(*wkeys, "topic", *_DELTA_COLS, *_rates(window_ms))
     )
-    if bounds:
-        result.tables["latency"] = latency_table(base, wkeys, bounds).drop("lat_counts")
     lags = base.select(*wkeys, "ts", F.explode("lags").alias("l"))
-    result.tables["consumer_lag"] = lags.groupBy(
-        *wkeys, F.col("l.group").alias("group"), F.col("l.topic").alias("topic")
-    ).agg(F.max_by("l.lag", "ts").alias("lag_messages"), F.max("l.lag").alias("max_lag_messages"))
-    slaves = base.select(*wkeys, "ts", F.explode("slaves").alias("s"))
-    result.tables["replication_lag"] = slaves.groupBy(
-        *wkeys, F.col("s.brokerId").alias("slave_id")
-    ).agg(
-        F.max_by("s.lagBytes", "ts").alias("lag_bytes"), F.max("s.lagBytes").alias("max_lag_bytes")
+    result.tables["consumer_lag"] = _cached(
+        lags.groupBy(*wkeys, F.col("l.group").alias("group"), F.col("l.topic").alias("topic")).agg(
+            F.max_by("l.lag", "ts").alias("lag_messages"), F.max("l.lag").alias("max_lag_messages")
+        )
     )
-    result.epoch_bumps = _epoch_bumps(base)
-    result.failovers = _failovers(spark, base)
+    slaves = base.select(*wkeys, "ts", F.explode("slaves").alias("s"))
+    result.tables["replication_lag"] = _cached(
+        slaves.groupBy(*wkeys, F.col("s.brokerId").alias("slave_id")).agg(
+            F.max_by("s.lagBytes", "ts").alias("lag_bytes"),
+            F.max("s.lagBytes").alias("max_lag_bytes"),
+        )
+    )
+    nodes = (
+        base.groupBy(*KEYS, "broker_id", "master_epoch")
+        .agg(
+            F.min("ts").alias("ts"),
+            F.flatten(F.collect_list(F.when(F.size("events") > 0, F.col("events")))).alias("ev"),
+        )
+        .collect()
+    )
+    result.epoch_bumps = _epoch_bumps([n.asDict() for n in nodes])
+    changes = [
+        {
+            "cluster": n["cluster"],
+            "broker": n["broker"],
+            "broker_id": n["broker_id"],
+            "event_ts": e["ts"],
+            "from_role": e["fromRole"],
+            "to_role": e["toRole"],
+            "master_epoch": e["masterEpoch"],
+        }
+        for n in nodes
+        for e in n["ev"] or ()
+        if e["type"] == "ROLE_CHANGE"
+    ]
+    result.failovers = _failovers(spark, base, changes)
     return result
 
 
-def _epoch_bumps(base: DataFrame) -> list[dict[str, Any]]:
+def _epoch_bumps(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """First time each (broker group, broker id) reported each master epoch, after its first."""
-    seen = (
-        base.filter(F.col("master_epoch").isNotNull())
-        .groupBy(*KEYS, "broker_id", "master_epoch")
-        .agg(F.min("ts").alias("ts"))
-        .collect()
+    rows = sorted(
+        (r for r in seen if r["master_epoch"] is not None),
+        key=lambda r: (r["cluster"], r["broker"], r["ts"]),
     )
-    rows = sorted((r.asDict() for r in seen), key=lambda r: (r["cluster"], r["broker"], r["ts"]))
     out: list[dict[str, Any]] = []
     last: dict[tuple[str, str, int], int] = {}
     for r in rows:
         key = (r["cluster"], r["broker"], r["broker_id"])
         if key in last and r["master_epoch"] > last[key]:
-            out.append({**r, "from_epoch": last[key]})
+            out.append(
+                {k: r[k] for k in ("cluster", "broker", "broker_id", "master_epoch", "ts")}
+                | {"from_epoch": last[key]}
+            )
         last[key] = max(last.get(key, r["master_epoch"]), r["master_epoch"])
     return out
 
 
-def _failovers(spark: SparkSession, base: DataFrame) -> list[dict[str, Any]]:
+def _failovers(
+    spark: SparkSession, base: DataFrame, changes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Role changes to master (not at boot), with the put gap around each.
 
     The gap starts at the ``ts`` of the broker group's last record with puts at or before the
     change and ends where the first interval with puts after it begins (its ``ts`` minus its
     ``intervalMs``); its length is the difference.
     """
-    events = (
-        base.select(*KEYS, "broker_id", F.explode("events").alias("e"))
-        .filter(F.col("e.type") == "ROLE_CHANGE")
-        .select(
-            *KEYS,
-            "broker_id",
-            F.col("e.ts").alias("event_ts"),
-            F.col("e.fromRole").alias("from_role"),
-            F.col("e.toRole").alias("to_role"),
-            F.col("e.masterEpoch").alias("master_epoch"),
-        )
-        .collect()
-    )
-    changes = [r.asDict() for r in events]
     failovers = [c for c in changes if c["from_role"] is not None and c["to_role"] in MASTER_ROLES]
     if not failovers:
         return sorted(changes, key=lambda c: c["event_ts"])

@@ -57,8 +57,9 @@ def summary_rows(result: JobResult, window_ms: int) -> list[dict[str, Any]]:
         F.max("window_ms").alias("last_ms"),
     )
     latency: dict[tuple[str, str], Any] = {}
-    if result.bounds and result.base is not None:
-        for r in latency_table(result.base, list(KEYS), result.bounds).collect():
+    if result.bounds and result.latency_per_window is not None:
+        per_broker = latency_table(result.latency_per_window, list(KEYS), result.bounds)
+        for r in per_broker.collect():
             latency[(r["cluster"], r["broker"])] = r
     rows = []
     for r in sorted(per_topic.collect(), key=lambda x: (x["cluster"], x["broker"], x["topic"])):

@@ -53,22 +53,37 @@ class Report:
     summary_md: Path
     plots: list[Path]
     seconds: float
+    #: Seconds per phase (read = parse, validate and cache; tables = Parquet writes).
+    timings: dict[str, float]
 
 
 def run(spark: SparkSession, inputs: list[str], output: Path, window_ms: int) -> Report:
     """Compute and write everything for ``inputs`` into ``output``."""
-    started = time.perf_counter()
+    started = mark = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        timings[name] = now - mark
+        mark = now
+
     output.mkdir(parents=True, exist_ok=True)
     result = compute(spark, inputs, window_ms)
+    lap("read")
     try:
         write_tables(result, output)
+        lap("tables")
         rows = summary_rows(result, window_ms)
+        lap("summary")
         plots = plot_all(result, output, window_ms)
+        lap("plots")
         csv_path, md_path = write_summary(result, rows, output, plots)
     finally:
-        if result.base is not None:
-            result.base.unpersist()
-    return Report(result, rows, csv_path, md_path, plots, time.perf_counter() - started)
+        for table in result.cached:
+            table.unpersist()
+    seconds = time.perf_counter() - started
+    return Report(result, rows, csv_path, md_path, plots, seconds, timings)
 
 
 def session(master: str | None, driver_memory: str = "4g") -> SparkSession:
