@@ -12,12 +12,12 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-store bench-controller clean
+        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-store bench-controller analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,analytics]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -63,8 +63,19 @@ test-chaos: $(STAMP)
 	$(PYTEST) -m chaos --timeout=3600
 
 test-spark: $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,analytics]'
 	$(PYTEST) -m spark --timeout=1800
+
+# make analyze DUMPS="dir-or-glob ..." [OUT=report] [MASTER=spark://...]: the PySpark throughput
+# report (Parquet, CSV, markdown, PNG plots) from brokers' metrics dumps.
+DUMPS ?= .cluster/data/*/store/metrics
+OUT ?= .analytics-report
+analyze: $(STAMP)
+	$(PY) -m analytics.throughput --input $(DUMPS) --output $(OUT) $(if $(MASTER),--master $(MASTER))
+
+# make bench-analytics: >= 5 M generated dump records through the job on local[*], records/s,
+# beside a plain-Python single pass over the same files.
+bench-analytics: $(STAMP)
+	$(PY) -m analytics.bench $(BENCH_ARGS)
 
 test-interop: $(STAMP) $(INTEROP)
 	$(PYTEST) -m interop --timeout=600
@@ -97,4 +108,4 @@ bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_controller
 
 clean:
-	rm -rf $(VENV) .cluster .bench-store .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .cluster .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
