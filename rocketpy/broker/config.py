@@ -205,6 +205,22 @@ class BrokerConfig(RocketSettings):
     notify_client_timeout_ms: int = Field(3_000, alias="notifyClientTimeoutMillis", ge=1)
     shutdown_timeout_ms: int = Field(30_000, alias="shutdownTimeoutMillis", ge=1)
 
+    # -- controller mode (BrokerConfig, controller.md section 10); ``allAckInSyncStateSet`` and
+    #    ``minInSyncReplicas`` are HA keys (``rocketpy.ha.config``), ``enableElectUncleanMaster``
+    #    a controller key (``rocketpy.controller.config``)
+    enable_controller_mode: bool = Field(False, alias="enableControllerMode")
+    controller_addr: str = Field("", alias="controllerAddr")
+    sync_broker_metadata_period_ms: int = Field(5_000, alias="syncBrokerMetadataPeriod", ge=10)
+    check_sync_state_set_period_ms: int = Field(5_000, alias="checkSyncStateSetPeriod", ge=10)
+    sync_controller_metadata_period_ms: int = Field(
+        10_000, alias="syncControllerMetadataPeriod", ge=10
+    )
+    controller_heartbeat_timeout_ms: int = Field(
+        10_000, alias="controllerHeartBeatTimeoutMills", ge=1
+    )
+    broker_election_priority: int = Field(2**31 - 1, alias="brokerElectionPriority")
+    broker_heartbeat_interval_ms: int = Field(1_000, alias="brokerHeartbeatInterval", ge=10)
+
     @field_validator("broker_name", "broker_cluster_name")
     @classmethod
     def _not_blank(cls, value: str) -> str:
@@ -228,7 +244,17 @@ class BrokerConfig(RocketSettings):
                 raise ValueError(f"expected host:port[;host:port...], bad entry {addr!r}")
         return value
 
+    @field_validator("controller_addr")
+    @classmethod
+    def _controller_addresses(cls, value: str) -> str:
+        return cls._addresses(value) or ""
+
     @property
     def namesrv_addr_list(self) -> list[str]:
         """The NameServer addresses, in configured order."""
         return parse_namesrv_addrs(self.namesrv_addr)
+
+    @property
+    def controller_addr_list(self) -> list[str]:
+        """The controller addresses (``controllerAddr``, ``;``-separated), in configured order."""
+        return parse_namesrv_addrs(self.controller_addr)

@@ -36,8 +36,10 @@ from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.broker_config import BrokerConfigAccess
 from rocketpy.broker.processors.pull import PullMessageProcessor
+from rocketpy.broker.processors.role_change import RoleChangeProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
+from rocketpy.broker.replicas_manager import ReplicasManager, build_replicas_manager
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.store_adapter import MessageStoreAdapter
@@ -129,7 +131,8 @@ class BrokerService:
         self._ha_config = ha_config
         store_root = store_config.root_dir
         max_message_size = store_config.max_message_size
-        is_slave = config.broker_role == BrokerRole.SLAVE
+        # controller mode starts fenced: no writes until the controller names a role
+        is_slave = config.broker_role == BrokerRole.SLAVE or config.enable_controller_mode
         self._store_config = store_config
         self._on_fatal = on_fatal
         self._config = config
@@ -149,7 +152,11 @@ class BrokerService:
         self._store_started = False
         self._meta_loaded = False
         self._serving = False
+        #: Controller-mode membership (``enableControllerMode``), else None.
+        self.replicas: ReplicasManager | None = None
         self._build(config, max_message_size, is_slave)
+        if config.enable_controller_mode:
+            self._build_controller_mode()
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
         clock = self._clock
@@ -158,6 +165,7 @@ class BrokerService:
             self._store_root,
             executor=self._executor,
             clock=clock,
+            state_version=lambda: self.replicas.master_epoch if self.replicas else 0,
             on_change=self._topics_changed,
         )
         self.groups = SubscriptionGroupManager(
@@ -274,7 +282,7 @@ class BrokerService:
             cluster_name=cfg.broker_cluster_name,
             broker_name=cfg.broker_name,
             broker_addr=self.address,
-            broker_id=cfg.broker_id,
+            broker_id=self.replicas.route_broker_id if self.replicas else cfg.broker_id,
             ha_server_addr=f"{ha_host}:{self.ha.port if self.ha else self.server.port + 1}",
         )
 
@@ -302,6 +310,8 @@ class BrokerService:
         self._started = True
         await self._store.start()
         self._store_started = True
+        if self.replicas is not None:
+            await self.replicas.open()
         await self.topics.load()
         await self.groups.load()
         await self.offsets.load()
@@ -320,6 +330,8 @@ class BrokerService:
             await self.schedule.start()
         self._start_loops()
         await self.metrics.start()
+        if self.replicas is not None:
+            await self.replicas.start()
         await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
 
@@ -371,6 +383,8 @@ class BrokerService:
             return
         self._started = False
         budget = self._config.shutdown_timeout_ms / 1000
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self._serving:
             log.info("broker shutdown: unregister from name servers")
             with contextlib.suppress(TimeoutError):
@@ -417,8 +431,8 @@ class BrokerService:
         """``registerBrokerAll``: full registration with every NameServer (light path first
         when ``force`` is False)."""
         namesrvs = self._config.namesrv_addr_list
-        if not namesrvs:
-            return
+        if not namesrvs or (self.replicas is not None and not self.replicas.role_known):
+            return  # controller mode: fenced until the controller names a role
         wrapper = self.topics.wrapper()
         perm = self._config.broker_permission
         if perm & (PERM_READ | PERM_WRITE) != (PERM_READ | PERM_WRITE):
@@ -532,6 +546,45 @@ class BrokerService:
         self.groups.config = config
         self._config_version = self._config_version.next_version(self._clock.wall_ms())
         self._register_wanted.set()
+
+    # -- controller mode -------------------------------------------------------------------
+
+    def _build_controller_mode(self) -> None:
+        """The ReplicasManager and its two requests (NOTIFY_BROKER_ROLE_CHANGED,
+        GET_BROKER_EPOCH_CACHE); ``BrokerController.initialize`` in controller mode."""
+        self.replicas = build_replicas_manager(
+            self._config,
+            self._store_root,
+            self._client,
+            address=lambda: self.address,
+            max_offset=lambda: self._store.store_offsets().max_phy_offset,
+            on_role_changed=self._on_role_changed,
+            on_fatal=self._critical_failed,
+            executor=self._executor,
+            clock=self._clock,
+        )
+        processor = RoleChangeProcessor(
+            self.replicas, lambda: self._store.store_offsets().max_phy_offset
+        )
+        for code, handler in processor.handlers().items():
+            self.registry.register(code, handler)
+
+    async def _on_role_changed(self) -> None:
+        """After a controller role change: writes on or off, master-only services, a new
+        DataVersion with ``stateVersion = masterEpoch`` and an immediate NameServer
+        registration under the new broker id (controller.md section 10)."""
+        replicas = self.replicas
+        if replicas is None:
+            return
+        was_slave = self.runtime.is_slave
+        self.runtime.is_slave = not replicas.is_master
+        structlog.contextvars.bind_contextvars(broker_id=replicas.route_broker_id)
+        if was_slave and replicas.is_master:
+            await self.schedule.start()
+        elif not was_slave and not replicas.is_master:
+            await self.schedule.stop()
+        self.topics.bump_data_version()
+        await self.register_broker_all(force=True)
 
 
 class _ConfigAccess(BrokerConfigAccess):

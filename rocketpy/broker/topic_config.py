@@ -170,6 +170,11 @@ class TopicConfigManager:
         )
         self._on_change()
 
+    def bump_data_version(self) -> None:
+        """A new DataVersion with the current state version (controller mode: after a role
+        change, ``getDataVersion().nextVersion(masterEpoch)``); persists and re-registers."""
+        self._changed()
+
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int, peer: str
     ) -> TopicConfig | None:
