@@ -12,12 +12,12 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-controller clean
+        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-store bench-controller analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,analytics]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -63,8 +63,19 @@ test-chaos: $(STAMP)
 	$(PYTEST) -m chaos --timeout=3600
 
 test-spark: $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,analytics]'
 	$(PYTEST) -m spark --timeout=1800
+
+# make analyze DUMPS="dir-or-glob ..." [OUT=report] [MASTER=spark://...]: the PySpark throughput
+# report (Parquet, CSV, markdown, PNG plots) from brokers' metrics dumps.
+DUMPS ?= .cluster/data/*/store/metrics
+OUT ?= .analytics-report
+analyze: $(STAMP)
+	$(PY) -m analytics.throughput --input $(DUMPS) --output $(OUT) $(if $(MASTER),--master $(MASTER))
+
+# make bench-analytics: >= 5 M generated dump records through the job on local[*], records/s,
+# beside a plain-Python single pass over the same files.
+bench-analytics: $(STAMP)
+	$(PY) -m analytics.bench $(BENCH_ARGS)
 
 test-interop: $(STAMP) $(INTEROP)
 	$(PYTEST) -m interop --timeout=600
@@ -84,6 +95,11 @@ bench-namesrv: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
 
+# make bench-store: appends/s and MB/s (ASYNC_FLUSH; SYNC_FLUSH group commit at 64 producers)
+# beside a bare mmap copy loop and a bare write+fdatasync loop on the same disk. DIR= picks the disk.
+bench-store: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_store --dir $(or $(DIR),.bench-store) $(BENCH_ARGS)
+
 # make bench-controller: a 3-member Raft group on loopback (committed writes/s, propose p50/p99,
 # in-process leader failover), then three mqcontroller processes: broker-master re-election after
 # its heartbeats stop and controller-leader failover after SIGKILL.
@@ -92,4 +108,4 @@ bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_controller
 
 clean:
-	rm -rf $(VENV) .cluster .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .cluster .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info

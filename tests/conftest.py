@@ -8,6 +8,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI has 2 shared cores: a property's examples are checked, not timed (timing is for benchmarks).
+settings.register_profile("rocketpy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rocketpy")
 
 if os.environ.get("ROCKETPY_TEST_UVLOOP") == "1":
     import uvloop
