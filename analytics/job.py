@@ -1,5 +1,9 @@
 """The Spark side of the throughput job: read dumps, compute the tables.
 
+One pass: each record is parsed once and exploded into typed facts (broker totals and latency,
+put activity, topics, consumer lags, slaves, master epoch, events) that a single aggregation
+reduces; only that small aggregate is cached, and every table is a slice of it.
+
 Every table is keyed by cluster and broker group (``brokerName``; a group's master and slaves
 are summed, so a failover shows as a dip in one line) and a UTC time window
 (``window_ms`` = window start, ms). A record's interval deltas count in the window holding its
@@ -31,7 +35,6 @@ class JobResult:
     records: int
     corrupt: int
     bounds: list[float]
-    base: DataFrame | None = None
     #: Per (cluster, broker, window): merged ``lat_counts`` and ``max_ms``.
     latency_per_window: DataFrame | None = None
     tables: dict[str, DataFrame] = field(default_factory=dict)
