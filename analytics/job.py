@@ -1,5 +1,9 @@
 """The Spark side of the throughput job: read dumps, compute the tables.
 
+One pass: each record is parsed once and exploded into typed facts (broker totals and latency,
+put activity, topics, consumer lags, slaves, master epoch, events) that a single aggregation
+reduces; only that small aggregate is cached, and every table is a slice of it.
+
 Every table is keyed by cluster and broker group (``brokerName``; a group's master and slaves
 are summed, so a failover shows as a dip in one line) and a UTC time window
 (``window_ms`` = window start, ms). A record's interval deltas count in the window holding its
@@ -31,7 +35,6 @@ class JobResult:
     records: int
     corrupt: int
     bounds: list[float]
-    base: DataFrame | None = None
     #: Per (cluster, broker, window): merged ``lat_counts`` and ``max_ms``.
     latency_per_window: DataFrame | None = None
     tables: dict[str, DataFrame] = field(default_factory=dict)
@@ -61,28 +64,6 @@ def _is_bad() -> Column:
         | F.col("node.brokerName").isNull()
         | (F.col("version") != 1)
         | F.col("version").isNull()
-    )
-
-
-def flatten(raw: DataFrame, window_ms: int) -> DataFrame:
-    """One row per good record with the columns the tables need."""
-    return raw.filter(~F.col("_bad")).select(
-        F.coalesce(F.col("node.cluster"), F.lit("")).alias("cluster"),
-        F.col("node.brokerName").alias("broker"),
-        F.col("node.brokerId").alias("broker_id"),
-        F.col("node.masterEpoch").alias("master_epoch"),
-        F.col("ts"),
-        F.col("intervalMs").alias("interval_ms"),
-        (F.floor(F.col("ts") / window_ms) * window_ms).alias("window_ms"),
-        *(F.coalesce(F.col(f"totals.{c}"), F.lit(0)).alias(c) for c in _DELTA_COLS),
-        F.col("topics"),
-        F.col("sendLatency.dCounts").alias("lat_counts"),
-        F.coalesce(F.col("sendLatency.dMaxMs"), F.lit(0.0)).alias("lat_max"),
-        F.col("events"),
-        F.col("consumerLag").alias("lags"),
-        F.col("ha.slaves").alias("slaves"),
-        F.col("store.flushBehindBytes").alias("flush_behind"),
-        F.col("store.dispatchBehindBytes").alias("dispatch_behind"),
     )
 
 
@@ -165,50 +146,108 @@ def latency_table(per_window: DataFrame, keys: list[str], bounds: list[float]) -
     return with_percentiles(merged, bounds).select(*keys, "sends", "p50_ms", "p99_ms", "max_ms")
 
 
-def _read(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, int, int, list[float]]:
-    """The parsed dumps (cached), good and corrupt line counts, the latency bounds."""
-    parsed = (
+def _bounds(spark: SparkSession, inputs: list[str]) -> list[float]:
+    """The latency bucket bounds of the first record that has them (reads little)."""
+    row = (
         read_dumps(spark, inputs)
-        .withColumn("_bad", _is_bad())
-        .drop(CORRUPT_COLUMN)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    raw_counts = parsed.groupBy("_bad").count().collect()
-    corrupt = sum(r["count"] for r in raw_counts if r["_bad"])
-    records = sum(r["count"] for r in raw_counts if not r["_bad"])
-    first = (
-        parsed.filter(~F.col("_bad") & F.col("sendLatency.boundsMs").isNotNull())
+        .filter(F.col("sendLatency.boundsMs").isNotNull())
         .select("sendLatency.boundsMs")
         .limit(1)
         .collect()
     )
-    bounds = [float(x) for x in first[0][0]] if first else []
-    return parsed, records, corrupt, bounds
+    return [float(x) for x in row[0][0]] if row else []
+
+
+_FACT = (
+    "kind STRING, k1 STRING, k2 STRING, kid BIGINT, w BIGINT, v0 BIGINT, v1 BIGINT, v2 BIGINT, "
+    "v3 BIGINT, v4 BIGINT, lat ARRAY<BIGINT>, vmax DOUBLE, ts BIGINT"
+)
+
+
+def _fact(kind: str, **cols: Column) -> Column:
+    """One fact struct; fields not given are null."""
+    fields = [f.split()[0] for f in _FACT.split(", ")]
+    types = dict(f.split(" ", 1) for f in _FACT.split(", "))
+    values = [
+        (cols[f] if f in cols else F.lit(kind) if f == "kind" else F.lit(None)).cast(types[f])
+        for f in fields
+    ]
+    return F.struct(*(v.alias(f) for v, f in zip(values, fields, strict=True)))
+
+
+def _facts(window_ms: int) -> Column:
+    """Every fact one record contributes: its broker totals and latency (``b``), put activity
+    (``a``, keyed by ts, for failover gaps), topics (``t``), consumer lags (``l``), slaves
+    (``s``), its master epoch (``e``) and events (``v``); a bad line contributes ``x``."""
+    w = F.floor(F.col("ts") / window_ms) * window_ms
+    bid, ts = F.col("node.brokerId"), F.col("ts")
+    d = [F.coalesce(F.col(f"totals.{c}"), F.lit(0)) for c in _DELTA_COLS]
+    one = F.array(
+        _fact("b", w=w, v0=d[0], v1=d[1], v2=d[2], v3=d[3], v4=F.col("store.flushBehindBytes"),
+              lat=F.col("sendLatency.dCounts"), vmax=F.col("sendLatency.dMaxMs"), ts=ts),
+        _fact("a", w=ts, v0=d[0], v1=F.col("intervalMs"), ts=ts),
+        _fact("e", kid=bid, k1=F.col("node.masterEpoch").cast("string"), ts=ts),
+    )  # fmt: skip
+    topics = F.transform(
+        F.coalesce(F.col("topics"), F.array()),
+        lambda t: _fact("t", k1=t["topic"], w=w, v0=t["dPutMsgs"], v1=t["dPutBytes"],
+                        v2=t["dGetMsgs"], v3=t["dGetBytes"]),
+    )  # fmt: skip
+    lags = F.transform(
+        F.coalesce(F.col("consumerLag"), F.array()),
+        lambda x: _fact("l", k1=x["group"], k2=x["topic"], w=w, v0=x["lag"], ts=ts),
+    )
+    slaves = F.transform(
+        F.coalesce(F.col("ha.slaves"), F.array()),
+        lambda x: _fact("s", kid=x["brokerId"], w=w, v0=x["lagBytes"], ts=ts),
+    )
+    events = F.transform(
+        F.coalesce(F.col("events"), F.array()),
+        lambda e: _fact("v", kid=bid, k1=e["fromRole"], k2=e["toRole"], w=e["ts"],
+                        v0=e["masterEpoch"], ts=ts, v1=F.when(e["type"] == "ROLE_CHANGE", 1)),
+    )  # fmt: skip
+    good = F.concat(one, topics, lags, slaves, events)
+    return F.when(F.col("_bad"), F.array(_fact("x"))).otherwise(good)
+
+
+def _aggregate(spark: SparkSession, inputs: list[str], window_ms: int, slots: int) -> DataFrame:
+    """The single pass: parse, explode facts, one aggregation by fact key."""
+    raw = read_dumps(spark, inputs).withColumn("_bad", _is_bad())
+    facts = raw.select(
+        F.coalesce(F.col("node.cluster"), F.lit("")).alias("cluster"),
+        F.col("node.brokerName").alias("broker"),
+        F.explode(_facts(window_ms)).alias("f"),
+    ).select("cluster", "broker", "f.*")
+    return facts.groupBy("kind", "cluster", "broker", "k1", "k2", "kid", "w").agg(
+        F.count(F.lit(1)).alias("cnt"),
+        *(F.sum(f"v{i}").alias(f"s{i}") for i in range(4)),
+        F.max("v1").alias("max1"),
+        F.max("v4").alias("max4"),
+        merged_counts("lat", slots).alias("lat_counts"),
+        F.coalesce(F.max("vmax"), F.lit(0.0)).alias("max_ms"),
+        F.max_by("v0", "ts").alias("last0"),
+        F.max("v0").alias("max0"),
+        F.min("ts").alias("min_ts"),
+    )
 
 
 def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult:
-    """Read ``inputs`` once (cached) and build every table. Each table is one pass over the
-    cache and is itself cached (they are small: one row per window), so writing, summarizing
-    and plotting do not recompute them."""
-    parsed, records, corrupt, bounds = _read(spark, inputs)
-    base = flatten(parsed, window_ms)
-    result = JobResult(records=records, corrupt=corrupt, bounds=bounds, base=parsed)
-    result.cached.append(parsed)
+    """Read ``inputs`` in one pass into one small cached aggregate; every table is a slice of
+    it (caching the parsed records themselves costs several times the parse)."""
+    bounds = _bounds(spark, inputs)
+    agg = _aggregate(spark, inputs, window_ms, len(bounds) + 1 if bounds else 1)
+    agg = agg.persist(StorageLevel.MEMORY_AND_DISK)
+    counts = {r["kind"]: r["n"] for r in agg.groupBy("kind").agg(F.sum("cnt").alias("n")).collect()}
+    result = JobResult(records=counts.get("b", 0), corrupt=counts.get("x", 0), bounds=bounds)
+    result.cached.append(agg)
 
-    def _cached(df: DataFrame) -> DataFrame:
-        result.cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
-        return df
+    def kind(name: str) -> DataFrame:
+        return agg.filter(F.col("kind") == name).withColumnRenamed("w", "window_ms")
 
     wkeys = [*KEYS, "window_ms"]
-    slots = len(bounds) + 1 if bounds else 1
-    per_window = _cached(
-        base.groupBy(*wkeys).agg(
-            *_sums(),
-            F.max("flush_behind").alias("flush_behind_bytes"),
-            merged_counts("lat_counts", slots).alias("lat_counts"),
-            F.max("lat_max").alias("max_ms"),
-        )
-    )
+    sums = [F.col(f"s{i}").alias(c) for i, c in enumerate(_DELTA_COLS)]
+    per_window = kind("b").select(*wkeys, *sums, F.col("max4").alias("flush_behind_bytes"),
+                                  "lat_counts", "max_ms")  # fmt: skip
     result.tables["broker_throughput"] = per_window.select(
         *wkeys, *_DELTA_COLS, *_rates(window_ms), "flush_behind_bytes"
     )
@@ -217,51 +256,40 @@ def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult
         result.tables["latency"] = with_percentiles(result.latency_per_window, bounds).drop(
             "lat_counts"
         )
-    topics = base.select(*wkeys, F.explode("topics").alias("t")).select(
-        *wkeys, F.col("t.topic").alias("topic"), *(F.col(f"t.{c}").alias(c) for c in _DELTA_COLS)
-    )
-    result.tables["topic_throughput"] = _cached(
-        topics.groupBy(*wkeys, "topic")
-        .agg(*_sums())
+    result.tables["topic_throughput"] = (
+        kind("t")
+        .select(*wkeys, F.col("k1").alias("topic"), *sums)
         .select(*wkeys, "topic", *_DELTA_COLS, *_rates(window_ms))
     )
-    lags = base.select(*wkeys, "ts", F.explode("lags").alias("l"))
-    result.tables["consumer_lag"] = _cached(
-        lags.groupBy(*wkeys, F.col("l.group").alias("group"), F.col("l.topic").alias("topic")).agg(
-            F.max_by("l.lag", "ts").alias("lag_messages"), F.max("l.lag").alias("max_lag_messages")
-        )
-    )
-    slaves = base.select(*wkeys, "ts", F.explode("slaves").alias("s"))
-    result.tables["replication_lag"] = _cached(
-        slaves.groupBy(*wkeys, F.col("s.brokerId").alias("slave_id")).agg(
-            F.max_by("s.lagBytes", "ts").alias("lag_bytes"),
-            F.max("s.lagBytes").alias("max_lag_bytes"),
-        )
-    )
-    nodes = (
-        base.groupBy(*KEYS, "broker_id", "master_epoch")
-        .agg(
-            F.min("ts").alias("ts"),
-            F.flatten(F.collect_list(F.when(F.size("events") > 0, F.col("events")))).alias("ev"),
-        )
-        .collect()
-    )
-    result.epoch_bumps = _epoch_bumps([n.asDict() for n in nodes])
+    result.tables["consumer_lag"] = kind("l").select(
+        *wkeys, F.col("k1").alias("group"), F.col("k2").alias("topic"),
+        F.col("last0").alias("lag_messages"), F.col("max0").alias("max_lag_messages"),
+    )  # fmt: skip
+    result.tables["replication_lag"] = kind("s").select(
+        *wkeys, F.col("kid").alias("slave_id"),
+        F.col("last0").alias("lag_bytes"), F.col("max0").alias("max_lag_bytes"),
+    )  # fmt: skip
+    epochs = kind("e").filter(F.col("k1").isNotNull()).collect()
+    result.epoch_bumps = _epoch_bumps(
+        [
+            {"cluster": r["cluster"], "broker": r["broker"], "broker_id": r["kid"],
+             "master_epoch": int(r["k1"]), "ts": r["min_ts"]}
+            for r in epochs
+        ]
+    )  # fmt: skip
     changes = [
-        {
-            "cluster": n["cluster"],
-            "broker": n["broker"],
-            "broker_id": n["broker_id"],
-            "event_ts": e["ts"],
-            "from_role": e["fromRole"],
-            "to_role": e["toRole"],
-            "master_epoch": e["masterEpoch"],
-        }
-        for n in nodes
-        for e in n["ev"] or ()
-        if e["type"] == "ROLE_CHANGE"
-    ]
-    result.failovers = _failovers(spark, base, changes)
+        {"cluster": r["cluster"], "broker": r["broker"], "broker_id": r["kid"],
+         "event_ts": r["window_ms"], "from_role": r["k1"], "to_role": r["k2"],
+         "master_epoch": r["last0"]}
+        for r in kind("v").filter(F.col("max1") == 1).collect()
+        for _ in range(r["cnt"])
+    ]  # fmt: skip
+    active = (
+        kind("a")
+        .filter(F.col("s0") > 0)
+        .select(*KEYS, F.col("window_ms").alias("ts"), F.col("max1").alias("interval_ms"))
+    )
+    result.failovers = _failovers(spark, active, changes)
     return result
 
 
@@ -285,9 +313,10 @@ def _epoch_bumps(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _failovers(
-    spark: SparkSession, base: DataFrame, changes: list[dict[str, Any]]
+    spark: SparkSession, active: DataFrame, changes: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Role changes to master (not at boot), with the put gap around each.
+    """Role changes to master (not at boot), with the put gap around each; ``active`` has the
+    broker groups' (ts, interval_ms) of records with puts.
 
     The gap starts at the ``ts`` of the broker group's last record with puts at or before the
     change and ends where the first interval with puts after it begins (its ``ts`` minus its
@@ -302,7 +331,6 @@ def _failovers(
         [(f["failover_id"], f["cluster"], f["broker"], f["event_ts"]) for f in failovers],
         "failover_id INT, cluster STRING, broker STRING, event_ts BIGINT",
     )
-    active = base.filter(F.col("dPutMsgs") > 0).select(*KEYS, "ts", "interval_ms")
     gaps = (
         active.join(F.broadcast(fdf), list(KEYS))
         .groupBy("failover_id")
