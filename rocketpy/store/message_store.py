@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -228,10 +228,21 @@ class MessageStore:
         self.queues[(topic, queue_id)] = q
         return q
 
-    async def _put_cq(self, req: DispatchRequest) -> None:
+    def _put_cq(self, req: DispatchRequest) -> Awaitable[None] | None:
+        """Build the consume-queue unit of ``req``: synchronously in the common case (no
+        coroutine per record on the dispatch path), else an awaitable the reput awaits."""
         if transaction_type(req.sys_flag) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            return
+            return None
         q = self.queues.get((req.topic, req.queue_id)) or self._new_queue(req.topic, req.queue_id)
+        if not q.put_nowait(
+            req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset
+        ):
+            return self._put_cq_slow(q, req)
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        return None
+
+    async def _put_cq_slow(self, q: ConsumeQueue, req: DispatchRequest) -> None:
         unit = CqUnit(
             commit_log_offset=req.commit_log_offset, size=req.msg_size, tags_code=req.tags_code
         )

@@ -15,6 +15,7 @@ import structlog
 
 from rocketpy.store.consume_queue.unit import (
     BLANK_UNIT,
+    UNIT,
     UNIT_SIZE,
     CqUnit,
     decode_unit,
@@ -96,6 +97,24 @@ class ConsumeQueue:
     def get_unit(self, queue_offset: int) -> CqUnit | None:
         """The unit at ``queue_offset``, or None when not written (or its file is gone)."""
         return self._unit_at(queue_offset * UNIT_SIZE)
+
+    def put_nowait(
+        self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int
+    ) -> bool:
+        """The common case of :meth:`put` without a coroutine: the unit lands right after the
+        last one in a segment with room. False when :meth:`put` must handle it (a duplicate, a
+        gap, a new segment)."""
+        last = self.mfq.last
+        if (
+            last is None
+            or last.wrote_position + UNIT_SIZE > last.size
+            or commit_log_offset + size <= self.max_physic_offset
+            or last.file_from_offset + last.wrote_position != queue_offset * UNIT_SIZE
+        ):
+            return False
+        last.append(UNIT.pack(commit_log_offset, size, tags_code))
+        self.max_physic_offset = commit_log_offset + size
+        return True
 
     async def put(self, unit: CqUnit, queue_offset: int, alloc: Executor) -> bool:
         """Append ``unit`` at ``queue_offset``; False when skipped as a duplicate."""
