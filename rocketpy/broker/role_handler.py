@@ -24,6 +24,10 @@ log = structlog.get_logger(__name__)
 class RoleHandler(Protocol):
     """Replication side of a role change (``AutoSwitchHAService``)."""
 
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """This broker's controller-assigned id (called once it is obtained)."""
+        ...
+
     async def change_to_master(self, epoch: int) -> bool:
         """Become master of ``epoch`` (truncate, record the epoch); False if stale."""
         ...
@@ -63,6 +67,10 @@ class EpochOnlyRoleHandler:
         self._epochs = epochs
         self._max_offset = max_offset
         self._members: frozenset[int] = frozenset()
+
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """Not needed: nothing replicates."""
+        del broker_id
 
     async def change_to_master(self, epoch: int) -> bool:
         """Append ``EpochEntry(epoch, maxPhyOffset)`` (ha.md 3.9 without truncation: with no
