@@ -233,7 +233,7 @@ def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -
 SAFE_CONTROLLER_KEYS = "enableElectUncleanMaster=false\n"
 SAFE_BROKER_KEYS = (
     "allAckInSyncStateSet=true\nhaSendHeartbeatInterval=300\nhaReconnectInterval=200\n"
-    "slaveTimeout=3000\n"
+    "slaveTimeout=1000\n"
 )
 QUEUES = 4
 
@@ -259,6 +259,18 @@ async def _wait_sync_state(
                 got = await _sync_state(controllers)
                 if got[2] == want:
                     return got
+            await asyncio.sleep(0.1)
+
+
+def _commit_log(store: Path) -> bytes:
+    """The commit log's bytes up to the last non-zero byte (files are preallocated)."""
+    files = sorted((store / "commitlog").iterdir())
+    return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
+
+
+async def _wait_commit_log(store: Path, want: bytes, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while _commit_log(store) != want:
             await asyncio.sleep(0.1)
 
 
@@ -317,11 +329,20 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
     2. Expected: the slaves replicate over AutoSwitch HA and the controller's SyncStateSet
     grows to {1, 2, 3}.
     3. Send 200 messages to b1 over 4 queues. Expected: every send is SEND_OK.
-    4. SIGKILL b1. Expected: within 5 s the controller names b2 or b3 master of epoch 2 (it
-    could not be elected otherwise: unclean election is off) and the NameServer lists it as
-    brokerId 0.
-    5. Pull every queue from the new master. Expected: every acknowledged message, each queue
-    in send order."""
+    4. SIGSTOP b2 and b3, send one more message to b1. Expected: FLUSH_SLAVE_TIMEOUT (the send
+    path waits for every SyncStateSet member's ack, none comes within slaveTimeout). The
+    bytes still sit in the paused slaves' socket buffers, so they may replicate it later.
+    5. SIGKILL b1, SIGCONT b2 and b3. Expected: within 5 s the controller names b2 or b3
+    master of epoch 2 (it could not be elected otherwise: unclean election is off) and the
+    NameServer lists it as brokerId 0.
+    6. Pull every queue from the new master. Expected: every acknowledged message, each queue
+    in send order.
+    7. Restart b1 on its store. Expected: it rejoins as slave brokerId 1 and the SyncStateSet
+    grows back to {1, 2, 3}.
+    8. Send 50 more messages to the new master. Expected: all SEND_OK (each needs b1's ack
+    now); b1's commit log is the new master's byte for byte and both epoch histories are
+    [1, 2].
+    """
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
@@ -334,10 +355,16 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
         assert (master, epoch) == (1, 1)
         asyncio.run(_create_topic(list(addrs.values())))
         acked = asyncio.run(_send_numbered(addrs["b1"], 200))
-
-        killed = daemons.pop("b1")
-        killed.proc.kill()
-        killed.stop()
+        for tag in ("b2", "b3"):
+            daemons[tag].proc.send_signal(signal.SIGSTOP)
+        try:
+            assert asyncio.run(_send(addrs["b1"])) == ResponseCode.FLUSH_SLAVE_TIMEOUT
+            killed = daemons.pop("b1")
+            killed.proc.kill()
+            killed.stop()
+        finally:
+            for tag in ("b2", "b3"):
+                daemons[tag].proc.send_signal(signal.SIGCONT)
         took, new_master = asyncio.run(_wait_failover(ns, {2: addrs["b2"], 3: addrs["b3"]}, 10))
         assert took < 5.0, f"failover took {took:.1f} s"
         master, epoch, _ = asyncio.run(_sync_state(ctl_addrs))
@@ -347,6 +374,14 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
         got = asyncio.run(_read_queues(new_master, {q: len(v) for q, v in acked.items()}, 20))
         for q, bodies in acked.items():
             assert got[q][: len(bodies)] == bodies, f"queue {q}"
+
+        daemons["b1"], b1_again = _start(tmp_path, ns, "b1", ctl_addrs, SAFE_BROKER_KEYS)
+        asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
+        asyncio.run(_wait_sync_state(ctl_addrs, frozenset({1, 2, 3}), 20))
+        asyncio.run(_send_numbered(new_master, 50))
+        master_log = _commit_log(tmp_path / f"b{master}")
+        asyncio.run(_wait_commit_log(tmp_path / "b1", master_log, 10))
+        assert asyncio.run(_epochs(b1_again)) == asyncio.run(_epochs(new_master)) == [1, 2]
     except BaseException:
         for name, d in daemons.items():
             print(f"===== {name}\n{d.output()[-8000:]}")
