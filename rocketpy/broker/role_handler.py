@@ -2,9 +2,11 @@
 
 Owns: the :class:`RoleHandler` protocol (the subset of ``AutoSwitchHAService`` that
 ``ReplicasManager`` calls, ha.md section 3.9) and :class:`EpochOnlyRoleHandler`, the handler used
-while no HA service is wired: it keeps the epoch file as ``changeToMaster`` would (new epoch
-entry at the commit log's max offset) but replicates nothing, so a SyncStateSet never grows
-beyond the master. Must not: talk to the controller or the NameServer.
+when the broker runs without HA settings (the CLI always gives them, so ``mqbroker`` replicates
+with ``AutoSwitchHAService``; in-process brokers may run without): it keeps the epoch file as
+``changeToMaster`` would (new epoch entry at the commit log's max offset) but replicates
+nothing, so a SyncStateSet never grows beyond the master.
+Must not: talk to the controller or the NameServer.
 ``rocketpy.ha.autoswitch.service.AutoSwitchHAService`` satisfies :class:`RoleHandler` as is.
 """
 
