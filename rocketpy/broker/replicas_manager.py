@@ -322,6 +322,7 @@ class ReplicasManager:
                 lambda leader: self._ids.obtain(leader, self._address(), self._clock.wall_ms())
             )
             structlog.contextvars.bind_contextvars(broker_controller_id=self.role.controller_id)
+            self.handler.set_local_broker_id(self.role.controller_id)
         info = await self._register()
         self._state = max(self._state, State.REGISTER_TO_CONTROLLER_DONE)
         await self._send_heartbeats()

@@ -2,9 +2,11 @@
 
 Owns: the :class:`RoleHandler` protocol (the subset of ``AutoSwitchHAService`` that
 ``ReplicasManager`` calls, ha.md section 3.9) and :class:`EpochOnlyRoleHandler`, the handler used
-while no HA service is wired: it keeps the epoch file as ``changeToMaster`` would (new epoch
-entry at the commit log's max offset) but replicates nothing, so a SyncStateSet never grows
-beyond the master. Must not: talk to the controller or the NameServer.
+when the broker runs without HA settings (the CLI always gives them, so ``mqbroker`` replicates
+with ``AutoSwitchHAService``; in-process brokers may run without): it keeps the epoch file as
+``changeToMaster`` would (new epoch entry at the commit log's max offset) but replicates
+nothing, so a SyncStateSet never grows beyond the master.
+Must not: talk to the controller or the NameServer.
 ``rocketpy.ha.autoswitch.service.AutoSwitchHAService`` satisfies :class:`RoleHandler` as is.
 """
 
@@ -23,6 +25,10 @@ log = structlog.get_logger(__name__)
 
 class RoleHandler(Protocol):
     """Replication side of a role change (``AutoSwitchHAService``)."""
+
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """This broker's controller-assigned id (called once it is obtained)."""
+        ...
 
     async def change_to_master(self, epoch: int) -> bool:
         """Become master of ``epoch`` (truncate, record the epoch); False if stale."""
@@ -63,6 +69,10 @@ class EpochOnlyRoleHandler:
         self._epochs = epochs
         self._max_offset = max_offset
         self._members: frozenset[int] = frozenset()
+
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """Not needed: nothing replicates."""
+        del broker_id
 
     async def change_to_master(self, epoch: int) -> bool:
         """Append ``EpochEntry(epoch, maxPhyOffset)`` (ha.md 3.9 without truncation: with no

@@ -40,6 +40,7 @@ from rocketpy.broker.processors.role_change import RoleChangeProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.replicas_manager import ReplicasManager, build_replicas_manager
+from rocketpy.broker.role_handler import RoleHandler
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.store_adapter import MessageStoreAdapter
@@ -50,6 +51,7 @@ from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.errors import ConfigError
+from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -61,6 +63,7 @@ from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, DataVersion
+from rocketpy.store.epoch_cache import EpochFileCache
 
 log = structlog.get_logger(__name__)
 
@@ -154,6 +157,9 @@ class BrokerService:
         self._serving = False
         #: Controller-mode membership (``enableControllerMode``), else None.
         self.replicas: ReplicasManager | None = None
+        #: Controller-mode replication, built when the epoch file is opened (ha.md section 3).
+        self.auto_ha: AutoSwitchHAService | None = None
+        self._reregister_pending = False
         self._build(config, max_message_size, is_slave)
         if config.enable_controller_mode:
             self._build_controller_mode()
@@ -283,8 +289,13 @@ class BrokerService:
             broker_name=cfg.broker_name,
             broker_addr=self.address,
             broker_id=self.replicas.route_broker_id if self.replicas else cfg.broker_id,
-            ha_server_addr=f"{ha_host}:{self.ha.port if self.ha else self.server.port + 1}",
+            ha_server_addr=f"{ha_host}:{self._ha_port()}",
         )
+
+    def _ha_port(self) -> int:
+        if self.auto_ha is not None:
+            return self.auto_ha.port
+        return self.ha.port if self.ha else self.server.port + 1
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -312,6 +323,8 @@ class BrokerService:
         self._store_started = True
         if self.replicas is not None:
             await self.replicas.open()
+        if self.auto_ha is not None and self._ha_config is not None:
+            await self.auto_ha.start(self._config.bind_address, self._ha_config.ha_listen_port)
         await self.topics.load()
         await self.groups.load()
         await self.offsets.load()
@@ -411,6 +424,9 @@ class BrokerService:
         log.info("broker shutdown: done")
 
     async def _close_store_and_executor(self) -> None:
+        if self.auto_ha is not None:
+            log.info("broker shutdown: stop HA")
+            await self.auto_ha.stop()
         if self._store_started:
             self._store_started = False
             log.info("broker shutdown: flush commit log and queues, write checkpoint, close files")
@@ -455,7 +471,10 @@ class BrokerService:
         for result in results:
             if result.order_topics:
                 self.topics.update_order_topics(result.order_topics)
-            self._learn_master_ha_address(result.ha_server_addr)
+            if self.replicas is not None:
+                self._follow_controller_master(result.ha_server_addr, result.master_addr)
+            else:
+                self._learn_master_ha_address(result.ha_server_addr)
 
     def _learn_master_ha_address(self, ha_server_addr: str | None) -> None:
         """A slave without ``haMasterAddress`` follows the NameServer's ``haServerAddr``
@@ -463,10 +482,45 @@ class BrokerService:
         ha, ha_config = self.ha, self._ha_config
         if ha is None or ha_config is None or not self.runtime.is_slave:
             return
-        if self.replicas is not None:
-            return  # controller mode: classic HA must not follow; AutoSwitch HA does (ha.md 3)
         if ha_config.valid_master_address is None and ha_server_addr:
             ha.update_ha_master_address(ha_server_addr)
+
+    def _follow_controller_master(
+        self, ha_server_addr: str | None, master_addr: str | None
+    ) -> None:
+        """Controller mode, slave: the AutoSwitch client follows the registration reply's
+        ``haServerAddr`` (ha.md section 1, ``changeToSlave`` then ``registerBrokerAll``).
+
+        Decided (stricter than upstream): the address is taken only when the reply's
+        ``masterAddr`` is the master the controller named, so a NameServer still listing a
+        dead master does not redirect the slave; otherwise registration is retried after
+        ``brokerHeartbeatInterval`` until the new master has registered.
+        """
+        replicas, ha = self.replicas, self.auto_ha
+        if replicas is None or ha is None or replicas.is_master or not replicas.role_known:
+            return
+        if ha_server_addr and master_addr == replicas.role.master_address:
+            ha.update_ha_master_address(ha_server_addr)
+            return
+        log.info(
+            "name server does not list the controller's master yet, registering again",
+            listed=master_addr,
+            master=replicas.role.master_address,
+        )
+        if not self._reregister_pending:
+            self._reregister_pending = True
+            self._tasks.spawn(
+                self._register_later(), name=f"{self._config.broker_name}/re-register"
+            )
+
+    async def _register_later(self) -> None:
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.broker_heartbeat_interval_ms / 1000):
+                    await self._stop.wait()
+        finally:
+            self._reregister_pending = False
+        self._register_wanted.set()
 
     async def _register_loop(self) -> None:
         period = self._config.register_name_server_period_ms / 1000
@@ -562,6 +616,7 @@ class BrokerService:
             max_offset=lambda: self._store.store_offsets().max_phy_offset,
             on_role_changed=self._on_role_changed,
             on_fatal=self._critical_failed,
+            handler_factory=self._auto_switch_factory(),
             executor=self._executor,
             clock=self._clock,
         )
@@ -570,6 +625,33 @@ class BrokerService:
         )
         for code, handler in processor.handlers().items():
             self.registry.register(code, handler)
+
+    def _auto_switch_factory(self) -> Callable[[EpochFileCache], RoleHandler] | None:
+        """Builds the AutoSwitch HA service over the opened epoch file (default store with HA
+        settings only; otherwise the epoch-only handler replicates nothing)."""
+        store, ha_config = self._store, self._ha_config
+        if not isinstance(store, MessageStoreAdapter) or ha_config is None:
+            return None
+
+        def report(members: frozenset[int]) -> None:
+            if self.replicas is not None:
+                self.replicas.report_sync_state_set_nowait(members)
+
+        def build(epochs: EpochFileCache) -> RoleHandler:
+            service = AutoSwitchHAService(
+                store.store,
+                epochs,
+                ha_config,
+                # ReplicasManager replaces it (set_local_broker_id) as soon as it has the
+                # controller-assigned id, before any role change
+                local_broker_id=self._config.broker_id,
+                clock=self._clock,
+                on_sync_state_set_changed=report,
+            )
+            self.auto_ha = store.auto_ha = service
+            return service
+
+        return build
 
     async def _on_role_changed(self) -> None:
         """After a controller role change: writes on or off, master-only services, a new

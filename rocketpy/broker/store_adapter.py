@@ -35,6 +35,7 @@ from rocketpy.broker.store_api import (
     StoreOffsets,
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
@@ -155,14 +156,19 @@ class MessageStoreAdapter:
             config: the store settings.
             broker: the broker settings that size the index (``maxHashSlotNum``...).
             clock: time source.
-            ha: classic HA settings; None runs without replication (no HA listener).
+            ha: HA settings; None runs without replication (no HA listener). In controller
+                mode (``enableControllerMode``) no classic service is built: the broker
+                attaches its :class:`AutoSwitchHAService` to :attr:`auto_ha` instead.
         """
         self.config = config
         self.store = MessageStore(config, clock=clock)
         # DefaultMessageStore owns its HAService upstream; so does this adapter.
         self.ha: DefaultHAService | None = None
+        #: Controller mode: the AutoSwitch service the send path waits on (ha.md 3.8). The
+        #: broker owns its life cycle (it is built once the epoch file is open).
+        self.auto_ha: AutoSwitchHAService | None = None
         self._bind_address = broker.bind_address
-        if ha is not None:
+        if ha is not None and not broker.enable_controller_mode:
             self.ha = DefaultHAService(
                 self.store,
                 ha,
@@ -229,8 +235,12 @@ class MessageStoreAdapter:
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch with consecutive queue offsets, then wait for slaves as configured."""
-        ha = self.ha
-        if ha is not None and not ha.can_accept(self.store.commit_log.max_offset):
+        ha: DefaultHAService | AutoSwitchHAService | None = self.ha
+        if self.auto_ha is not None:
+            ha = self.auto_ha
+            if not self.auto_ha.can_accept():
+                return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        elif self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset):
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         stored = [_to_store(m) for m in msgs]
         appended = await (

@@ -1,26 +1,29 @@
 """Brokers in controller mode against three real mqcontroller processes (issue 7 section 1).
 
-Scenarios R-01 (persistent ids), B-01 (start-up: fenced, master registers as brokerId 0) and the
-controller half of B-02 (failover, old master rejoins as slave). Until AutoSwitch HA is wired
-into the broker the SyncStateSet only ever holds the master, so the failover test runs the
-controllers with ``enableElectUncleanMaster=true``: the survivor is elected from outside the set.
+Scenarios R-01 (persistent ids), B-01 (start-up: fenced, master registers as brokerId 0) and
+B-02 (failover, old master rejoins as slave). The first tests run the controllers with
+``enableElectUncleanMaster=true`` (the survivor may come from outside the SyncStateSet); the
+AutoSwitch failover test (issue 7 sections 2-3) runs them without it and with
+``allAckInSyncStateSet=true``, and checks that no acknowledged message is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from rocketpy.client.admin import AdminClient
+from rocketpy.client.admin import AdminClient, ControllerAdminClient, TopicSpec
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.errors import RemotingError
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
-from tests.helpers.broker_client import JavaLikeClient
+from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.processes import Daemon, start_broker, start_controllers, start_namesrv
 
 pytestmark = pytest.mark.process
@@ -116,8 +119,10 @@ async def _send_until_ok(addr: str, timeout_s: float) -> None:
             await asyncio.sleep(0.05)
 
 
-def _start(tmp: Path, ns: str, tag: str, controllers: list[str]) -> tuple[Daemon, str]:
-    extra = BROKER_KEYS + f"controllerAddr={';'.join(controllers)}\n"
+def _start(
+    tmp: Path, ns: str, tag: str, controllers: list[str], keys: str = ""
+) -> tuple[Daemon, str]:
+    extra = BROKER_KEYS + keys + f"controllerAddr={';'.join(controllers)}\n"
     return start_broker(tmp, ns, extra=extra, tag=tag, store=tmp / tag)
 
 
@@ -127,7 +132,8 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
     2. Check: identity files hold ids 1, 2, 3; the NameServer shows b1 as brokerId 0 and the
     others under their ids; b1 accepts a send, b2 refuses it; b1's epoch file holds epoch 1.
     3. SIGKILL b1. Expected: within 5 s the NameServer shows one survivor as brokerId 0 and the
-    other under its id; the new master accepts a send and its epoch file holds epoch 2.
+    other under its id; the new master accepts a send and its epoch file ends with epoch 2
+    (epoch 1 is there too once it replicated b1's message).
     4. SIGKILL the controller leader, then restart b1 on its store. Expected: b1 finds the new
     controller leader, keeps id 1 (no temp file left) and rejoins as a slave: the NameServer
     lists it as brokerId 1 beside the new master; it refuses sends."""
@@ -152,7 +158,7 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         took, new_master = asyncio.run(_wait_failover(ns, {2: b2, 3: b3}, 10))
         assert took < 5.0, f"failover took {took:.1f} s"
         asyncio.run(_send_until_ok(new_master, 5))
-        assert asyncio.run(_epochs(new_master)) == [2]
+        assert asyncio.run(_epochs(new_master))[-1] == 2
 
         leader = asyncio.run(_controller_leader(ctl_addrs))
         dead_ctl = ctl_daemons.pop(ctl_addrs.index(leader))
@@ -215,6 +221,170 @@ def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -
     except BaseException:
         for name, d in daemons.items():
             print(f"===== {name}\n{d.output()[-6000:]}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for d in ctl_daemons:
+            d.stop()
+        assert namesrv.stop() == 0, namesrv.output()
+
+
+SAFE_CONTROLLER_KEYS = "enableElectUncleanMaster=false\n"
+SAFE_BROKER_KEYS = (
+    "allAckInSyncStateSet=true\nhaSendHeartbeatInterval=300\nhaReconnectInterval=200\n"
+    "slaveTimeout=1000\n"
+)
+QUEUES = 4
+
+
+async def _sync_state(controllers: list[str]) -> tuple[int | None, int, frozenset[int]]:
+    """The controller's (master id, master epoch, SyncStateSet ids) of broker-a."""
+    admin = ControllerAdminClient()
+    try:
+        info = await admin.sync_state_data(controllers[0], ["broker-a"])
+    finally:
+        await admin.close()
+    found = info.replicas_info_table["broker-a"]
+    members = frozenset(r.broker_id for r in found.in_sync_replicas)
+    return found.master_broker_id, found.master_epoch, members
+
+
+async def _wait_sync_state(
+    controllers: list[str], want: frozenset[int], timeout_s: float
+) -> tuple[int | None, int, frozenset[int]]:
+    async with asyncio.timeout(timeout_s):
+        while True:
+            with contextlib.suppress(RemotingError):
+                got = await _sync_state(controllers)
+                if got[2] == want:
+                    return got
+            await asyncio.sleep(0.1)
+
+
+def _commit_log(store: Path) -> bytes:
+    """The commit log's bytes up to the last non-zero byte (files are preallocated)."""
+    files = sorted((store / "commitlog").iterdir())
+    return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
+
+
+async def _wait_commit_log(store: Path, want: bytes, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while _commit_log(store) != want:
+            await asyncio.sleep(0.1)
+
+
+async def _create_topic(addrs: list[str]) -> None:
+    """The topic on every replica (slaves do not sync topic configs from the master yet)."""
+    admin = AdminClient("127.0.0.1:1")
+    try:
+        for addr in addrs:
+            await admin.create_topic(
+                addr, TopicSpec(topic=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            )
+    finally:
+        await admin.close()
+
+
+async def _send_numbered(addr: str, count: int) -> dict[int, list[bytes]]:
+    """Send ``count`` messages round-robin over the queues; return the SEND_OK bodies per
+    queue, in send order (one producer, so queue order is send order)."""
+    client = JavaLikeClient()
+    acked: dict[int, list[bytes]] = {q: [] for q in range(QUEUES)}
+    try:
+        for i in range(count):
+            body = f"msg-{i:05d}".encode()
+            resp = await client.send(addr, TOPIC, body, queue_id=i % QUEUES)
+            assert resp.code == ResponseCode.SUCCESS, (i, resp.code, resp.remark)
+            acked[i % QUEUES].append(body)
+    finally:
+        await client.close()
+    return acked
+
+
+async def _read_queues(addr: str, want: dict[int, int], timeout_s: float) -> dict[int, list[bytes]]:
+    """Pull every queue from offset 0 until ``want[q]`` messages were read from it."""
+    client = JavaLikeClient()
+    got: dict[int, list[bytes]] = {q: [] for q in want}
+    try:
+        async with asyncio.timeout(timeout_s):
+            for q, count in want.items():
+                offset = 0
+                while len(got[q]) < count:
+                    resp = await client.pull(
+                        addr, "reader", TOPIC, offset, queue_id=q, expression="*", suspend_ms=500
+                    )
+                    if resp.code == ResponseCode.SUCCESS and resp.body is not None:
+                        got[q].extend(m.body for m in decode_records(resp.body))
+                    offset = int(resp.ext("nextBeginOffset") or offset)
+    finally:
+        await client.close()
+    return got
+
+
+def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) -> None:
+    """Issue 7 sections 2-3, scenario B-02 without unclean election:
+    1. Start mqnamesrv, three mqcontrollers (enableElectUncleanMaster=false) and b1, b2, b3 of
+    broker-a in controller mode with allAckInSyncStateSet=true.
+    2. Expected: the slaves replicate over AutoSwitch HA and the controller's SyncStateSet
+    grows to {1, 2, 3}.
+    3. Send 200 messages to b1 over 4 queues. Expected: every send is SEND_OK.
+    4. SIGSTOP b2 and b3, send one more message to b1. Expected: FLUSH_SLAVE_TIMEOUT (the send
+    path waits for every SyncStateSet member's ack, none comes within slaveTimeout). The
+    bytes still sit in the paused slaves' socket buffers, so they may replicate it later.
+    5. SIGKILL b1, SIGCONT b2 and b3. Expected: within 5 s the controller names b2 or b3
+    master of epoch 2 (it could not be elected otherwise: unclean election is off) and the
+    NameServer lists it as brokerId 0.
+    6. Pull every queue from the new master. Expected: every acknowledged message, each queue
+    in send order.
+    7. Restart b1 on its store. Expected: it rejoins as slave brokerId 1 and the SyncStateSet
+    grows back to {1, 2, 3}.
+    8. Send 50 more messages to the new master. Expected: all SEND_OK (each needs b1's ack
+    now); b1's commit log is the new master's byte for byte and both epoch histories are
+    [1, 2].
+    """
+    namesrv, ns = start_namesrv(tmp_path)
+    daemons: dict[str, Daemon] = {}
+    ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
+    try:
+        addrs = {}
+        for tag in ("b1", "b2", "b3"):
+            daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs, SAFE_BROKER_KEYS)
+        asyncio.run(_wait_addrs(ns, {0: addrs["b1"], 2: addrs["b2"], 3: addrs["b3"]}, 15))
+        master, epoch, _ = asyncio.run(_wait_sync_state(ctl_addrs, frozenset({1, 2, 3}), 20))
+        assert (master, epoch) == (1, 1)
+        asyncio.run(_create_topic(list(addrs.values())))
+        acked = asyncio.run(_send_numbered(addrs["b1"], 200))
+        for tag in ("b2", "b3"):
+            daemons[tag].proc.send_signal(signal.SIGSTOP)
+        try:
+            assert asyncio.run(_send(addrs["b1"])) == ResponseCode.FLUSH_SLAVE_TIMEOUT
+            killed = daemons.pop("b1")
+            killed.proc.kill()
+            killed.stop()
+        finally:
+            for tag in ("b2", "b3"):
+                daemons[tag].proc.send_signal(signal.SIGCONT)
+        took, new_master = asyncio.run(_wait_failover(ns, {2: addrs["b2"], 3: addrs["b3"]}, 10))
+        assert took < 5.0, f"failover took {took:.1f} s"
+        master, epoch, _ = asyncio.run(_sync_state(ctl_addrs))
+        assert master in (2, 3)
+        assert epoch == 2
+        assert new_master == addrs[f"b{master}"]
+        got = asyncio.run(_read_queues(new_master, {q: len(v) for q, v in acked.items()}, 20))
+        for q, bodies in acked.items():
+            assert got[q][: len(bodies)] == bodies, f"queue {q}"
+
+        daemons["b1"], b1_again = _start(tmp_path, ns, "b1", ctl_addrs, SAFE_BROKER_KEYS)
+        asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
+        asyncio.run(_wait_sync_state(ctl_addrs, frozenset({1, 2, 3}), 20))
+        asyncio.run(_send_numbered(new_master, 50))
+        master_log = _commit_log(tmp_path / f"b{master}")
+        asyncio.run(_wait_commit_log(tmp_path / "b1", master_log, 10))
+        assert asyncio.run(_epochs(b1_again)) == asyncio.run(_epochs(new_master)) == [1, 2]
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.output()[-8000:]}")
         raise
     finally:
         for d in daemons.values():

@@ -85,6 +85,12 @@ class AutoSwitchHAService:
             self.client = None
         await self.master.stop()
 
+    def set_local_broker_id(self, broker_id: int) -> None:
+        """This broker's controller-assigned id, once obtained (before the first role change;
+        the controller-mode broker learns it after the service was built)."""
+        self.local_broker_id = broker_id
+        self.master.sync_state.local_id = broker_id
+
     # -- role changes (ha.md section 3.9) ---------------------------------------------------------
 
     async def change_to_master(self, epoch: int) -> bool:
@@ -138,7 +144,7 @@ class AutoSwitchHAService:
         await self.master.close_connections()
         if self.client is not None:
             await self.client.stop()
-        self.local_broker_id = broker_id
+        self.set_local_broker_id(broker_id)
         self.client = AutoSwitchHAClient(self.store, self.epochs, self.config,
                                          broker_id=broker_id, clock=self.clock)  # fmt: skip
         self.client.update_ha_master_address(master_ha_address)

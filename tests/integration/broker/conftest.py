@@ -16,6 +16,7 @@ import pytest
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.service import BrokerService
 from rocketpy.common.aio import wait_until
+from rocketpy.ha.config import HAConfig
 from rocketpy.namesrv.config import NamesrvConfig
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.store.config import MessageStoreConfig
@@ -85,19 +86,21 @@ def broker_config(namesrv: NamesrvService, root: Path, **extra: object) -> Broke
 
 @pytest.fixture
 async def broker_factory(namesrv: NamesrvService, tmp_path: Path) -> AsyncIterator[BrokerFactory]:
-    """Start brokers; ``store_root`` defaults to ``tmp_path/<brokerName>``; all are stopped at
-    the end."""
+    """Start brokers; ``store_root`` defaults to ``tmp_path/<brokerName>``; ``ha`` HA keys
+    (replication on, ``haListenPort=0`` unless given); all are stopped at the end."""
     started: list[BrokerService] = []
 
     async def make(
         *,
         store_root: Path | None = None,
         store: Mapping[str, object] | None = None,
+        ha: Mapping[str, object] | None = None,
         **extra: object,
     ) -> BrokerService:
         cfg = broker_config(namesrv, tmp_path, **extra)
         root = store_root or tmp_path / cfg.broker_name
-        svc = BrokerService(cfg, store_config(root, **(store or {})))
+        ha_config = HAConfig.build({"haListenPort": 0, **ha}) if ha is not None else None
+        svc = BrokerService(cfg, store_config(root, **(store or {})), ha_config=ha_config)
         async with asyncio.timeout(10):
             await svc.start()
         started.append(svc)

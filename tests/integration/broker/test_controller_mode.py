@@ -305,3 +305,38 @@ async def test_b08_local_epoch_ahead_of_controller_stays_fenced(
     assert await _send(broker.address) != ResponseCode.SUCCESS
     assert _routes(namesrv) == {}
     assert (root / "epochFileCheckpoint").read_bytes() == before
+
+
+async def test_autoswitch_ha_min_in_sync_replicas_then_slave_joins_sync_state_set(
+    controller_factory: Controller, ctl_broker: Broker
+) -> None:
+    """Issue 7 section 3 (ha.md 3.8), in-process brokers with AutoSwitch HA:
+    1. Start a controller and b1 with minInSyncReplicas=2, allAckInSyncStateSet=true.
+    Expected: b1 is master; a send is refused with "in-sync replicas not enough" (SyncStateSet
+    {1}) and nothing is stored.
+    2. Start b2. Expected: it follows b1's HA address from the NameServer registration, the
+    controller commits SyncStateSet {1, 2} and b1 adopts it.
+    3. Send again. Expected: SEND_OK, and b2's commit log ends where b1's does."""
+    ctl = await controller_factory()
+    ha = {"minInSyncReplicas": 2, "allAckInSyncStateSet": True, "haSendHeartbeatInterval": 200}
+    b1 = await ctl_broker(ctl, "b1", ha=ha)
+    assert b1.replicas is not None
+    assert b1.replicas.is_master
+    client = JavaLikeClient()
+    try:
+        refused = await client.send(b1.address, "CtlTopic", b"x")
+        assert (refused.code, refused.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "in-sync replicas not enough",
+        )
+        assert b1.store.store_offsets().max_phy_offset == 0
+        b2 = await ctl_broker(ctl, "b2", ha=ha)
+        replicas = b1.replicas
+        await wait_until(lambda: replicas.statistics().sync_state_set == {1, 2}, 10)
+        ok = await client.send(b1.address, "CtlTopic", b"x")
+        assert ok.code == ResponseCode.SUCCESS, ok.remark
+        end = b1.store.store_offsets().max_phy_offset
+        assert end > 0
+        assert b2.store.store_offsets().max_phy_offset == end
+    finally:
+        await client.close()
