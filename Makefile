@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop bench bench-namesrv bench-store bench-controller analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master bench bench-namesrv bench-store bench-controller analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,6 +83,9 @@ test-interop: $(STAMP) $(INTEROP)
 CLUSTER_DIR ?= $(CURDIR)/.cluster
 cluster: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)"
+
+cluster-kill-master: $(STAMP)
+	$(PY) -m rocketpy.tools.cluster kill-master --dir "$(CLUSTER_DIR)"
 
 cluster-stop: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster stop --dir "$(CLUSTER_DIR)"

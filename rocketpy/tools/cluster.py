@@ -2,9 +2,9 @@
 
 Owns: writing each daemon's config under ``<dir>/conf``, starting the daemons as detached processes
 with their output under ``<dir>/logs``, waiting for each boot line, recording pids and addresses in
-``<dir>/cluster.json``, and stopping them in reverse order (``stop``). Starts the NameServer, a
-three-node controller group and a broker (in classic master mode until controller-mode brokers
-land). Must
+``<dir>/cluster.json``, stopping them in reverse order (``stop``), and SIGKILLing the current
+master broker to watch a failover (``kill-master``). Starts the NameServer, a three-node
+controller group and one broker-set of three brokers in controller mode (AutoSwitch HA). Must
 not: import daemon packages (it drives them as processes, like an operator would).
 """
 
@@ -83,20 +83,39 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
     if _has_module("rocketpy.cli.controller"):
         specs += _controller_specs(base_port, data)
     if _has_module("rocketpy.cli.broker"):
+        specs += _broker_specs(base_port, data)
+    return specs
+
+
+BROKERS = 3
+
+
+def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
+    """One broker-set (broker-a) of three replicas in controller mode: the controllers assign
+    their ids and elect the master; they replicate with AutoSwitch HA on listenPort + 1 and a
+    SEND_OK waits for every member of the SyncStateSet (upstream's quick-start layout)."""
+    specs = []
+    for i in range(BROKERS):
+        port = base_port + BROKER_PORT_OFFSET + 10 * i if base_port else 0
         specs.append(
             _Spec(
-                "broker-a",
+                f"broker-a-n{i}",
                 "broker",
                 "rocketpy.cli.broker",
                 {
                     "brokerClusterName": "DefaultCluster",
                     "brokerName": "broker-a",
-                    "brokerId": "0",
+                    "brokerId": "-1",
+                    "brokerRole": "SLAVE",
                     "brokerIP1": "127.0.0.1",
                     "bindAddress": "127.0.0.1",
-                    "listenPort": str(base_port + BROKER_PORT_OFFSET if base_port else 0),
+                    "listenPort": str(port),
+                    "haListenPort": str(port + 1 if port else 0),
                     "namesrvAddr": "{namesrv}",
-                    "storePathRootDir": str(data / "broker-a" / "store"),
+                    "enableControllerMode": "true",
+                    "controllerAddr": "{controllers}",
+                    "allAckInSyncStateSet": "true",
+                    "storePathRootDir": str(data / f"broker-a-n{i}" / "store"),
                     "autoCreateTopicEnable": "true",
                     "flushDiskType": "ASYNC_FLUSH",
                 },
@@ -145,9 +164,13 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:
-    """Fill ``{namesrv}`` with the addresses of the NameServers already started."""
+    """Fill ``{namesrv}``/``{controllers}`` with the addresses of the daemons already started."""
     namesrv = ";".join(m.address for m in members if m.role == "namesrv")
-    return {k: v.replace("{namesrv}", namesrv) for k, v in conf.items()}
+    controllers = ";".join(m.address for m in members if m.role == "controller")
+    return {
+        k: v.replace("{namesrv}", namesrv).replace("{controllers}", controllers)
+        for k, v in conf.items()
+    }
 
 
 def _render(conf: dict[str, str]) -> str:
@@ -251,7 +274,7 @@ def _print_summary(directory: Path, members: list[Member]) -> None:
             "        .venv/bin/python -m rocketpy.tools.benchmark producer"
             f" -n {namesrv} --topic BenchmarkTest --duration 10"
         )
-    print("  stop: make cluster-stop")
+    print("  stop: make cluster-stop      failover: make cluster-kill-master")
 
 
 def stop(directory: Path) -> int:
@@ -278,6 +301,35 @@ def stop(directory: Path) -> int:
     return 0
 
 
+def kill_master(directory: Path) -> int:
+    """SIGKILL the broker the controllers name as broker-a's master (``getSyncStateSet``)."""
+    members = _load(directory)
+    controllers = [m.address for m in members if m.role == "controller" and _alive(m.pid)]
+    if not controllers:
+        print(f"no running controller recorded under {directory}")
+        return 1
+    deadline = time.monotonic() + BOOT_TIMEOUT_S  # a fresh cluster may still be electing
+    while True:
+        out = subprocess.run(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "rocketpy.cli.admin", "getSyncStateSet", "-a", controllers[0],
+             "-b", "broker-a"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        match = re.search(r"#MasterAddr\s+(\S+)", out.stdout)
+        if match or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    master = next((m for m in members if match and m.address == match.group(1)), None)
+    if master is None or not _alive(master.pid):
+        print(f"no live master found: {out.stdout.strip() or out.stderr.strip()}")
+        return 1
+    os.kill(master.pid, signal.SIGKILL)
+    _reap(master.pid)
+    print(f"killed master {master.name} at {master.address} (pid {master.pid}); watch with")
+    print(f"  bin/mqadmin getSyncStateSet -a {controllers[0]} -b broker-a")
+    return 0
+
+
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
@@ -286,13 +338,15 @@ def _reap(pid: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m rocketpy.tools.cluster start|stop --dir DIR``."""
     parser = argparse.ArgumentParser(prog="rocketpy.tools.cluster", description=__doc__)
-    parser.add_argument("action", choices=("start", "stop"))
+    parser.add_argument("action", choices=("start", "stop", "kill-master"))
     parser.add_argument("--dir", type=Path, default=Path(".cluster"))
     parser.add_argument("--base-port", type=int, default=int(os.environ.get("BASE_PORT", "9876")))
     args = parser.parse_args(argv)
     directory = args.dir.resolve()
     if args.action == "start":
         return start(directory, args.base_port)
+    if args.action == "kill-master":
+        return kill_master(directory)
     return stop(directory)
 
 
