@@ -77,13 +77,23 @@ class _Zygote:
                     pid = int(words[1])
                 elif words[:1] == ["dead"]:
                     raise AssertionError(f"writer {words[1]} died before the kill (see stderr)")
-                elif words[:1] == ["ack"]:
+                elif _is_ack(words):
                     acked.append((int(words[1]), int(words[2])))
             os.kill(pid, signal.SIGKILL)
-            while (words := await self.line()) != ["dead", str(pid)]:
-                if words[:1] == ["ack"]:
+            while not _is_dead_line(words := await self.line(), pid):
+                if _is_ack(words):
                     acked.append((int(words[1]), int(words[2])))
         return acked
+
+
+def _is_ack(words: list[str]) -> bool:
+    """A whole ``ack <offset> <queue offset>`` line (a kill can cut a writer's last line)."""
+    return len(words) == 3 and words[0] == "ack" and words[1].isdigit() and words[2].isdigit()
+
+
+def _is_dead_line(words: list[str], pid: int) -> bool:
+    """The zygote's ``dead <pid>``, also when it follows a line the kill cut short."""
+    return len(words) >= 2 and words[-1] == str(pid) and words[-2].endswith("dead")
 
 
 async def _verify(root: Path, acked: dict[int, int]) -> None:
