@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -40,32 +36,16 @@ from rocketpy.remoting.protocol.headers.controller import (
     RegisterBrokerToControllerRequestHeader,
 )
 from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.tools.children import Child, free_ports, spawn, stop
 
 CLUSTER, BROKER = "BenchCluster", "broker-a"
 BOOT = re.compile(r"The Controller Server boot success\. serializeType=\w+, address (\S+)")
 
 
-@dataclass(slots=True)
-class _Controller:
-    proc: subprocess.Popen[bytes]
-    address: str
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _start_group(args: argparse.Namespace, work: Path) -> list[_Controller]:
-    ports = _free_ports(3)
+def _start_group(args: argparse.Namespace, work: Path) -> list[Child]:
+    ports = free_ports(3)
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
-    group = []
+    group: list[Child] = []
     for i in range(3):
         conf = work / f"n{i}.conf"
         conf.write_text(
@@ -78,22 +58,14 @@ def _start_group(args: argparse.Namespace, work: Path) -> list[_Controller]:
             "controllerStartupGraceMs=0\n",
             encoding="utf-8",
         )
-        out = work / f"n{i}.out"
-        env = dict(os.environ, ROCKETPY_LOG_DIR=str(work / "logs" / f"n{i}"))
-        with out.open("wb") as stdout, (work / f"n{i}.err").open("wb") as stderr:
-            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "rocketpy.cli.controller", "-c", str(conf)],
-                stdout=stdout,
-                stderr=stderr,
-                env=env,
+        try:
+            group.append(
+                spawn(["-m", "rocketpy.cli.controller", "-c", str(conf)], BOOT, work, f"n{i}")
             )
-        deadline = time.monotonic() + 20
-        while not (match := BOOT.search(out.read_text(errors="replace"))):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"controller n{i} did not boot; see {work / f'n{i}.err'}")
-            time.sleep(0.05)
-        group.append(_Controller(proc, match.group(1)))
+        except RuntimeError:
+            for started in group:
+                stop(started)
+            raise
     return group
 
 
@@ -202,14 +174,12 @@ async def _round(args: argparse.Namespace, work: Path) -> tuple[float, float]:
     tasks: list[asyncio.Task[None]] = []
     clients: list[RemotingClient] = []
     try:
-        addrs = [c.address for c in group]
+        addrs = [c.booted for c in group]
         leader = await _leader(client, addrs, 30)
         # Each replica its own connection, as brokers have: the controller closes an expired
         # broker's channel, which must not take the other replica's heartbeats with it.
         clients = [RemotingClient(name=f"replica-{i}") for i in (1, 2)]
-        r1, r2 = (
-            _Replica(c, i, p) for c, i, p in zip(clients, (1, 2), _free_ports(2), strict=True)
-        )
+        r1, r2 = (_Replica(c, i, p) for c, i, p in zip(clients, (1, 2), free_ports(2), strict=True))
         for r in (r1, r2):
             await r.join(leader)
             tasks.append(asyncio.create_task(r.beat(addrs, args.broker_timeout_ms)))
@@ -226,7 +196,7 @@ async def _round(args: argparse.Namespace, work: Path) -> tuple[float, float]:
         started = time.monotonic()
         await _until_master(client, leader, "2", 30.0)
         reelect = time.monotonic() - started
-        killed = next(c for c in group if c.address == leader)
+        killed = next(c for c in group if c.booted == leader)
         killed.proc.send_signal(signal.SIGKILL)
         started = time.monotonic()
         survivors = [a for a in addrs if a != leader]
@@ -241,9 +211,7 @@ async def _round(args: argparse.Namespace, work: Path) -> tuple[float, float]:
         for rc in (client, *clients):
             await rc.close()
         for c in group:
-            if c.proc.poll() is None:
-                c.proc.terminate()
-                c.proc.wait(10)
+            stop(c)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,6 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,9 +31,9 @@ from rocketpy.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
+from rocketpy.tools.children import Child, spawn, stop
 from rocketpy.tools.loadgen import Result, drive, memory_summary, rss_mb, serve_echo
 
-BOOT_TIMEOUT_S = 20.0
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address \S+:(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[\S+, \S+:(\d+)\] boot success\.")
 ECHO_BOOT = re.compile(r"echo server listening on 127\.0\.0\.1:(\d+)")
@@ -289,40 +288,6 @@ async def _echo_main(port: int) -> None:
 # -- suite (make bench) ------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Child:
-    proc: subprocess.Popen[bytes]
-    port: int
-
-
-def _spawn(args: list[str], boot: re.Pattern[str], workdir: Path, name: str) -> _Child:
-    out = workdir / f"{name}.out"
-    env = dict(os.environ, ROCKETPY_LOG_DIR=str(workdir / "logs" / name))
-    with out.open("wb") as stdout, (workdir / f"{name}.err").open("wb") as stderr:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
-            [sys.executable, *args], stdout=stdout, stderr=stderr, env=env
-        )
-    deadline = time.monotonic() + BOOT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        match = boot.search(out.read_text(encoding="utf-8", errors="replace"))
-        if match:
-            return _Child(proc, int(match.group(1)))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"{name} did not boot; see {workdir / (name + '.err')}")
-
-
-def _stop(child: _Child) -> None:
-    if child.proc.poll() is None:
-        child.proc.terminate()
-        try:
-            child.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            child.proc.kill()
-
-
 def _line(res: Result, ceiling: Result | None = None) -> None:
     ratio = f"   {res.message_rate / ceiling.message_rate:6.1%} of ceiling" if ceiling else ""
     print(
@@ -350,7 +315,7 @@ async def _suite(args: argparse.Namespace, workdir: Path) -> None:
         f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={workdir / 'kv.json'}\n",
         encoding="utf-8",
     )
-    ns = _spawn(
+    ns = spawn(
         ["-m", "rocketpy.cli.namesrv", "-c", str(workdir / "namesrv.conf")],
         NAMESRV_BOOT,
         workdir,
@@ -358,23 +323,23 @@ async def _suite(args: argparse.Namespace, workdir: Path) -> None:
     )
     children = [ns]
     try:
-        namesrv = f"127.0.0.1:{ns.port}"
-        broker = _spawn(
+        namesrv = f"127.0.0.1:{ns.booted}"
+        broker = spawn(
             ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", namesrv],
             BROKER_BOOT,
             workdir,
             "broker",
         )
         children.append(broker)
-        echo = _spawn(["-m", "rocketpy.tools.benchmark", "echo"], ECHO_BOOT, workdir, "echo")
+        echo = spawn(["-m", "rocketpy.tools.benchmark", "echo"], ECHO_BOOT, workdir, "echo")
         children.append(echo)
         await _run_phases(args, namesrv, broker, echo)
     finally:
         for child in reversed(children):
-            _stop(child)
+            stop(child)
 
 
-async def _run_phases(args: argparse.Namespace, namesrv: str, broker: _Child, echo: _Child) -> None:
+async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, echo: Child) -> None:
     topic, d, pid = args.topic, args.duration, broker.proc.pid
     print(f"broker pid {pid} idle: {memory_summary(pid)}; {args.size} B messages, {d:.0f} s/phase")
     frames = send_frames(topic, args.size, 8192)
@@ -384,10 +349,12 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: _Child, ec
     )
     phases: list[tuple[Result, bool]] = []
 
-    ceiling = (await drive("127.0.0.1", echo.port, frames, args.inflight, d)).labelled(
+    ceiling = (await drive("127.0.0.1", int(echo.booted), frames, args.inflight, d)).labelled(
         f"raw loopback echo ceiling ({args.inflight} in flight)"
     )
-    raw = await drive("127.0.0.1", broker.port, frames, args.inflight, d, count_failures=True)
+    raw = await drive(
+        "127.0.0.1", int(broker.booted), frames, args.inflight, d, count_failures=True
+    )
     phases.append((raw.labelled(f"broker, pipelined raw frames ({args.inflight} in flight)"), True))
     single = await run_producer(
         namesrv,
@@ -438,7 +405,7 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: _Child, ec
         label=f"PushConsumer catch-up of {produced:,} (latency: born->consumed)",
     )
     phases.append((consumed, False))
-    echo_one = (await drive("127.0.0.1", echo.port, frames, 1, d)).labelled(
+    echo_one = (await drive("127.0.0.1", int(echo.booted), frames, 1, d)).labelled(
         "raw loopback echo ceiling (1 in flight)"
     )
     print(f"\n== rocketpy benchmark: {args.size} B messages, ASYNC_FLUSH, one broker ==")

@@ -18,12 +18,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from rocketpy.tools.children import free_ports
 
 BOOT_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -129,7 +130,7 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
     """A three-node Raft group on 127.0.0.1: 9877-9879 beside a 9876 NameServer, as upstream's
     quick start (free ports when ``base_port`` is 0: the peer list needs every port up front)."""
     ports = (
-        [base_port + 1 + i for i in range(CONTROLLERS)] if base_port else _free_ports(CONTROLLERS)
+        [base_port + 1 + i for i in range(CONTROLLERS)] if base_port else free_ports(CONTROLLERS)
     )
     peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
     return [
@@ -148,19 +149,6 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
         )
         for i in range(CONTROLLERS)
     ]
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:

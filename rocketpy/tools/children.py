@@ -1,0 +1,76 @@
+"""Daemons started as child processes by the benchmark tools, and free loopback ports.
+
+Owns: :func:`spawn` (start ``python <args>`` with stdout/stderr in files, wait for its boot line),
+:func:`stop` (SIGTERM, SIGKILL after a deadline) and :func:`free_ports`. Must not: import daemon
+packages (the tools drive daemons as an operator would).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BOOT_TIMEOUT_S = 20.0
+
+
+@dataclass(slots=True)
+class Child:
+    """A started daemon and the first group of its boot line (its address or port)."""
+
+    proc: subprocess.Popen[bytes]
+    booted: str
+
+
+def spawn(args: list[str], boot: re.Pattern[str], workdir: Path, name: str) -> Child:
+    """Run ``python <args>`` (output in ``workdir/<name>.out|.err``, logs under
+    ``workdir/logs/<name>``) until ``boot`` matches its stdout.
+
+    Raises:
+        RuntimeError: it exited or printed no boot line within :data:`BOOT_TIMEOUT_S`.
+    """
+    out = workdir / f"{name}.out"
+    env = dict(os.environ, ROCKETPY_LOG_DIR=str(workdir / "logs" / name))
+    with out.open("wb") as stdout, (workdir / f"{name}.err").open("wb") as stderr:
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
+            [sys.executable, *args], stdout=stdout, stderr=stderr, env=env
+        )
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        match = boot.search(out.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            return Child(proc, match.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{name} did not boot; see {workdir / (name + '.err')}")
+
+
+def stop(child: Child) -> None:
+    """SIGTERM ``child`` and wait; SIGKILL it after 15 s."""
+    if child.proc.poll() is None:
+        child.proc.terminate()
+        try:
+            child.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            child.proc.kill()
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports free right now (for configs that list every peer)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
