@@ -17,7 +17,6 @@ import structlog
 from rocketpy.common.clock import Clock
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError
-from rocketpy.common.properties import parse_properties, render_properties
 from rocketpy.namesrv import bodies
 from rocketpy.namesrv.config import NamesrvConfig
 from rocketpy.namesrv.kv_config import KVConfigManager
@@ -32,6 +31,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers import namesrv as h
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.controller import BrokerHeartbeatRequestHeader
+from rocketpy.remoting.transport.config_requests import config_response, update_config
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry, RequestContext
 from rocketpy.store.config_shapes import decode_data_version, encode_data_version
 
@@ -338,19 +338,10 @@ class DefaultRequestProcessor:
 
     async def update_namesrv_config(self, ctx: RequestContext, req: RemotingCommand) -> Response:
         """UPDATE_NAMESRV_CONFIG (318): .properties body; black-listed keys refused."""
-        try:
-            values = parse_properties((req.body or b"").decode("utf-8"))
-        except UnicodeDecodeError:
-            return req.make_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        if set(values) & self._config().black_list():
-            return req.make_response(
-                ResponseCode.NO_PERMISSION, "Can not update config in black list."
-            )
-        await self._update_config(values)
-        log.info("updateConfig called", keys=sorted(values), peer=ctx.channel.peer)
-        return req.make_response()
+        return await update_config(
+            ctx, req, black_list=self._config().black_list(), apply=self._update_config
+        )
 
     async def get_namesrv_config(self, ctx: RequestContext, req: RemotingCommand) -> Response:
         """GET_NAMESRV_CONFIG (319): the effective configuration as .properties text."""
-        text = render_properties(self._config().to_properties())
-        return req.make_response(body=text.encode("utf-8"))
+        return config_response(req, self._config().to_properties())
