@@ -6,13 +6,16 @@ Owns: :class:`DispatchRequest` and the :class:`CommitLogDispatcher` protocol. Mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one is built per appended message and a frozen dataclass's ``__init__`` goes through
+# ``object.__setattr__`` per field (about twice the cost). Treat instances as read-only.
+@dataclass(slots=True, kw_only=True)
 class DispatchRequest:
-    """One valid CommitLog record, as parsed by ``checkMessageAndReturnSize``."""
+    """One valid CommitLog record, as parsed by ``checkMessageAndReturnSize`` or as the append
+    that wrote it described it (a dispatch hint, see ``ReputService``)."""
 
     topic: str
     queue_id: int
@@ -25,7 +28,6 @@ class DispatchRequest:
     uniq_key: str | None = None
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
 
 
 class CommitLogDispatcher(Protocol):

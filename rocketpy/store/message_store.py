@@ -90,7 +90,10 @@ class MessageStore:
             on_append=self._wake_reput,
         )
         self.reput = ReputService(
-            self.commit_log.mfq, self.commit_log.confirm_offset, on_arrival=on_arrival
+            self.commit_log.mfq,
+            self.commit_log.confirm_offset,
+            on_arrival=on_arrival,
+            hints=self.commit_log.dispatch_hints,
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
@@ -376,6 +379,7 @@ class MessageStore:
             for q in self.queues.values():
                 q.truncate_by_commit_log(offset)
 
+        self.commit_log.dispatch_hints.clear()  # their offsets may be reused past the cut
         await loop.run_in_executor(self._alloc_executor, work)
         self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, offset)
         self.reput.reput_from = min(self.reput.reput_from, offset)

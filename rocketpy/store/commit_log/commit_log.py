@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -29,11 +30,13 @@ from rocketpy.store.commit_log.record import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     Address,
+    dispatch_properties,
     pack_address,
     pack_record_into,
     record_length,
 )
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -41,6 +44,8 @@ log = structlog.get_logger(__name__)
 
 #: Loop turns the SYNC_FLUSH task waits before each fdatasync (from the store4 branch's tuning).
 _GROUP_COMMIT_YIELDS = 3
+#: Bound of the dispatch hints (about 200 B each); past it the reput parses records back.
+MAX_DISPATCH_HINTS = 65536
 
 
 class PutStatus(enum.Enum):
@@ -70,7 +75,8 @@ class MessageToStore:
     wait_store: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per append, and a frozen ``__init__`` costs twice as much. Treat as read-only.
+@dataclass(slots=True, kw_only=True)
 class AppendResult:
     """Outcome of one put (a batch reports its first record's offsets and all msg ids)."""
 
@@ -128,6 +134,9 @@ class CommitLog:
         self._task: asyncio.Task[None] | None = None
         self.writable = False
         self.dispatch_limit: Callable[[], int] | None = None
+        # What each local append wrote, for the reput (see ReputService); bounded so a reput
+        # held back by the confirm offset does not grow it without limit.
+        self.dispatch_hints: deque[DispatchRequest] = deque()
         # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
         self.disk_full = False
 
@@ -328,17 +337,24 @@ class CommitLog:
         now = self.clock.wall_ms()
         wrote = mf.file_from_offset + pos
         pack_record_into(
-            mf.buffer, pos, topic=topic, queue_id=m.queue_id, body=m.body, flag=m.flag,
-            queue_offset=queue_offset, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-            born_host=born, store_timestamp=now, store_host=store,
-            reconsume_times=m.reconsume_times,
-            prepared_transaction_offset=m.prepared_transaction_offset, properties=props,
-            physical_offset=wrote,
+            mf.buffer, pos, topic, m.queue_id, m.body, m.flag, queue_offset, m.sys_flag,
+            m.born_timestamp, born, now, store, m.reconsume_times,
+            m.prepared_transaction_offset, props, wrote,
         )  # fmt: skip
         mf.wrote_position = pos + size
         if dispatched:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_store_timestamp = now
+        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+            tags, keys, uniq = dispatch_properties(m.properties)
+            self.dispatch_hints.append(
+                DispatchRequest(
+                    topic=m.topic, queue_id=m.queue_id, commit_log_offset=wrote, msg_size=size,
+                    tags_code=tags, store_timestamp=now, consume_queue_offset=queue_offset,
+                    keys=keys, uniq_key=uniq, sys_flag=m.sys_flag,
+                    prepared_transaction_offset=m.prepared_transaction_offset,
+                )
+            )  # fmt: skip
         return AppendResult(
             status=PutStatus.PUT_OK,
             wrote_offset=wrote,

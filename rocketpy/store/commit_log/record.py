@@ -110,8 +110,10 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_TYPE_MASK
 
 
+@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
-    """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags."""
+    """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags.
+    Cached: computed per message, and a topic's tags are few."""
     return java_string_hash(tags) if tags else 0
 
 
@@ -125,18 +127,47 @@ def encode_properties(props: Mapping[str, str | None]) -> str:
 
 
 def decode_properties(text: str | None) -> dict[str, str]:
-    """``string2messageProperties`` (section 3): short or malformed segments are skipped; later
-    duplicates win."""
-    out: dict[str, str] = {}
+    """``string2messageProperties`` (section 3): segments without a name or a value are skipped;
+    later duplicates win."""
     if not text:
-        return out
-    for seg in text.split(PROPERTY_SEPARATOR):
-        if len(seg) < 3:
-            continue
-        idx = seg.find(NAME_VALUE_SEPARATOR)
-        if 0 < idx < len(seg) - 1:
-            out[seg[:idx]] = seg[idx + 1 :]
-    return out
+        return {}
+    # partition splits at the first separator as upstream's indexOf does; a non-empty name and
+    # value imply the segment's length is at least 3 (upstream's check).
+    return {
+        name: value
+        for name, _, value in (
+            seg.partition(NAME_VALUE_SEPARATOR) for seg in text.split(PROPERTY_SEPARATOR)
+        )
+        if name and value
+    }
+
+
+def dispatch_properties(text: str) -> tuple[int, str, str | None]:
+    """What a dispatch needs from a record's properties: (tags code, KEYS, UNIQ_KEY), the values
+    :func:`decode_properties` would give, without building the whole map (the append path and
+    the reput call this per message)."""
+    framed = PROPERTY_SEPARATOR + text
+    tags = _property(framed, _TAGS_NEEDLE)
+    return tags_code(tags), _property(framed, _KEYS_NEEDLE) or "", _property(framed, _UNIQ_NEEDLE)
+
+
+_TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+
+
+def _property(framed: str, needle: str) -> str | None:
+    """The value of the last segment of ``framed`` (properties with a leading separator) that
+    starts with ``needle`` and has a non-empty value: :func:`decode_properties`' result."""
+    end = len(framed)
+    while (i := framed.rfind(needle, 0, end)) >= 0:
+        start = i + len(needle)
+        stop = framed.find(PROPERTY_SEPARATOR, start)
+        value = framed[start:] if stop < 0 else framed[start:stop]
+        if value:
+            return value
+        end = i
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,20 +182,20 @@ def pack_address(addr: Address) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def record_struct(
-    *, born_len: int, store_len: int, body_len: int, topic_len: int, props_len: int, v2: bool
+def record_struct(  # noqa: PLR0917 -- positional: the per-append cache key
+    born_len: int, store_len: int, body_len: int, topic_len: int, props_len: int, v2: bool, /
 ) -> struct.Struct:
-    """One Struct for a whole record of this shape, so an append is a single ``pack_into``."""
+    """One Struct for a whole record of this shape, so an append is a single ``pack_into``
+    (positional: a keyword call makes the cache key several times dearer)."""
     return struct.Struct(
         f">iiiiiqqiq{born_len}sq{store_len}siqi{body_len}s"
         f"{'h' if v2 else 'b'}{topic_len}sh{props_len}s"
     )
 
 
-def pack_record_into(
+def pack_record_into(  # noqa: PLR0917 -- positional: called per append
     buf: Buffer,
     pos: int,
-    *,
     topic: bytes,
     queue_id: int,
     body: bytes,
@@ -181,32 +212,32 @@ def pack_record_into(
     physical_offset: int,
 ) -> int:
     """Write one record at ``buf[pos:]`` (hosts pre-packed by :func:`pack_address`); the same
-    bytes as :func:`encode_record`. Returns TOTALSIZE. The caller checks that it fits.
+    bytes as :func:`encode_record`. Returns TOTALSIZE. The caller checks that it fits. The
+    append path passes the arguments by position, per message.
 
     Raises:
         RecordError: properties longer than 32767 bytes.
     """
-    if len(properties) > MAX_PROPERTIES_BYTES:
-        raise RecordError(f"properties of {len(properties)} bytes exceed 32767", field="PROPERTIES")
-    born_v6 = len(born_host) == 20
-    store_v6 = len(store_host) == 20
-    v2 = len(topic) > 127
+    props_len = len(properties)
+    if props_len > MAX_PROPERTIES_BYTES:
+        raise RecordError(f"properties of {props_len} bytes exceed 32767", field="PROPERTIES")
+    born_len = len(born_host)
+    store_len = len(store_host)
+    topic_len = len(topic)
+    body_len = len(body)
+    v2 = topic_len > 127
     sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-    sys_flag |= (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOST_V6_FLAG if store_v6 else 0)
-    st = record_struct(
-        born_len=len(born_host),
-        store_len=len(store_host),
-        body_len=len(body),
-        topic_len=len(topic),
-        props_len=len(properties),
-        v2=v2,
-    )
-    total = st.size
+    if born_len == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_len == 20:
+        sys_flag |= STOREHOST_V6_FLAG
+    st = record_struct(born_len, store_len, body_len, topic_len, props_len, v2)
+    total: int = st.size
     st.pack_into(
         buf, pos, total, MAGIC_V2 if v2 else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, queue_id,
         flag, queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
-        store_timestamp, store_host, reconsume_times, prepared_transaction_offset, len(body),
-        body, len(topic), topic, len(properties), properties,
+        store_timestamp, store_host, reconsume_times, prepared_transaction_offset, body_len,
+        body, topic_len, topic, props_len, properties,
     )  # fmt: skip
     return total
 

@@ -11,6 +11,8 @@ from rocketpy.common.aio import wait_until
 from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
 from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.consume_queue.reput import read_request
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.message_store import GetStatus, MessageStore
 
 pytestmark = pytest.mark.integration
@@ -141,4 +143,41 @@ async def test_message_store_sync_group_commit(tmp_path: Path) -> None:
         assert max(r.wrote_offset + r.wrote_bytes for r in results) <= (
             store.commit_log.flushed_offset
         )
+        await store.stop()
+
+
+async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path) -> None:
+    """1. Put 40 messages (rolling 4 KiB segments) and let the reput dispatch them from the
+    append hints. 2. Scan every record back from the mapped files as recovery does.
+    3. Truncate to the 20th record, put 5 different messages.
+    Expected: each hinted request equals the scanned one; after the cut the hints of the
+    dropped records are gone and the queue holds the new bodies at offsets 20-24."""
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        seen: list[DispatchRequest] = []
+
+        class Recorder:
+            def dispatch(self, request: DispatchRequest) -> None:
+                seen.append(request)
+
+        store.register_dispatcher(Recorder())
+        await store.start()
+        for i in range(40):
+            assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
+        await wait_until(lambda: len(seen) == 40, 5)
+        for req in seen:
+            scanned, size = read_request(
+                store.commit_log.mfq, req.commit_log_offset, check_crc=True
+            )
+            assert (scanned, size) == (req, req.msg_size)
+        cut = seen[20].commit_log_offset
+        await store.truncate_files(cut)
+        assert not store.commit_log.dispatch_hints
+        for i in range(100, 105):
+            assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
+        await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 25, 5)
+        got = store.get_message("g", "TopicTest", 0, offset=20, max_count=10)
+        assert [decode_record(b).body for b in got.records] == [
+            _msg(i).body for i in range(100, 105)
+        ]
         await store.stop()

@@ -19,6 +19,7 @@ from rocketpy.store.commit_log.record import (
     decode_offset_msg_id,
     decode_properties,
     decode_records,
+    dispatch_properties,
     encode_batch_body,
     encode_blank,
     encode_offset_msg_id,
@@ -89,6 +90,25 @@ def test_record_properties_decode_rules() -> None:
     text = "a\x02\x01xy\x02K\x01\x02DUP\x011\x02DUP\x012\x02KEYS\x01k1 k2\x02"
     assert decode_properties(text) == {"DUP": "2", "KEYS": "k1 k2"}
     assert encode_properties({"A": "1", "B": "2"}) == "A\x011\x02B\x012\x02"
+
+
+_PROP_TEXT = st.lists(
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "K", "", "xTAGS", "\x01", "\x02", "a b", "é"]),
+    max_size=14,
+).map("".join)
+
+
+@given(_PROP_TEXT)
+def test_record_dispatch_properties_agree_with_decode(text: str) -> None:
+    """1. Build property strings from names, separators and values in any order (duplicates,
+    empty values, names inside values). 2. Extract the dispatch fields.
+    Expected: the same TAGS code, KEYS and UNIQ_KEY as the full decoder gives."""
+    props = decode_properties(text)
+    assert dispatch_properties(text) == (
+        tags_code(props.get("TAGS")),
+        props.get("KEYS", ""),
+        props.get("UNIQ_KEY"),
+    )
 
 
 def test_record_tags_hash_matches_java() -> None:
