@@ -41,7 +41,7 @@ DEFAULT_TOPIC: Final = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 
 
-def _targets(route: TopicRoute, exclude: str) -> list[tuple[str, str, int]]:
+def escape_targets(route: TopicRoute, exclude: str) -> list[tuple[str, str, int]]:
     """``(brokerName, master address, writable queue count)`` of every other writable set."""
     masters = {
         b.broker_name: b.broker_addrs[MASTER_ID]
@@ -98,11 +98,11 @@ class EscapeBridge:
     async def _put_remote(self, cfg: BrokerConfig, msg: MessageToStore) -> PutResult:
         namesrvs = cfg.namesrv_addr_list
         route = await self._api.topic_route(namesrvs, msg.topic)
-        targets = _targets(route, cfg.broker_name) if route is not None else []
+        targets = escape_targets(route, cfg.broker_name) if route is not None else []
         from_default = not targets
         if from_default:
             default = await self._api.topic_route(namesrvs, DEFAULT_TOPIC)
-            targets = _targets(default, cfg.broker_name) if default is not None else []
+            targets = escape_targets(default, cfg.broker_name) if default is not None else []
         if not targets:
             log.warning(
                 "putMessageToRemoteBroker: no route info of topic when escaping message",
