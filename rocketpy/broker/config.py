@@ -223,6 +223,19 @@ class BrokerConfig(RocketSettings):
     broker_election_priority: int = Field(2**31 - 1, alias="brokerElectionPriority")
     broker_heartbeat_interval_ms: int = Field(1_000, alias="brokerHeartbeatInterval", ge=10)
 
+    # -- slave acting master (seed 003, ``rocketpy.broker.acting_master``);
+    #    ``enableSlaveActingMaster`` and ``brokerNotActiveTimeoutMillis`` are registration keys
+    enable_remote_escape: bool = Field(False, alias="enableRemoteEscape")
+    send_heartbeat_timeout_ms: int = Field(1_000, alias="sendHeartbeatTimeoutMillis", ge=1)
+    sync_broker_member_group_period_ms: int = Field(
+        1_000, alias="syncBrokerMemberGroupPeriod", ge=10
+    )
+    skip_pre_online: bool = Field(False, alias="skipPreOnline")
+    lock_in_strict_mode: bool = Field(False, alias="lockInStrictMode")
+    consumer_offset_update_version_step: int = Field(
+        500, alias="consumerOffsetUpdateVersionStep", ge=1
+    )
+
     @field_validator("broker_name", "broker_cluster_name")
     @classmethod
     def _not_blank(cls, value: str) -> str:

@@ -32,10 +32,16 @@ class ConsumerOffsetManager:
     """Committed offsets of every (group, topic, queue)."""
 
     def __init__(
-        self, store_root: Path, *, executor: Executor | None = None, clock: Clock = SYSTEM_CLOCK
+        self,
+        store_root: Path,
+        *,
+        executor: Executor | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        version_step: int = 500,
     ) -> None:
         """Args: ``store_root`` the ``storePathRootDir``; ``executor`` where file work runs;
-        ``clock`` wall clock for the DataVersion."""
+        ``clock`` wall clock for the DataVersion; ``version_step`` commits per DataVersion bump
+        (``consumerOffsetUpdateVersionStep``)."""
         self._file: ConfigFile[ConsumerOffsetTable] = consumer_offset_file(store_root, executor)
         self._clock = clock
         self._offsets: dict[str, dict[int, int]] = {}
@@ -43,6 +49,8 @@ class ConsumerOffsetManager:
         self._resets: dict[str, dict[int, int]] = {}
         self._data_version = DataVersion(timestamp=clock.wall_ms())
         self._dirty = False
+        self._version_step = version_step
+        self._version_changes = 0
 
     async def load(self) -> None:
         """Read ``consumerOffset.json`` (or its ``.bak``).
@@ -91,6 +99,9 @@ class ConsumerOffsetManager:
             return
         self._offsets.setdefault(key, {})[queue_id] = offset
         self._dirty = True
+        self._version_changes += 1
+        if self._version_changes % self._version_step == 0:
+            self.bump_data_version()
 
     def commit_pull_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Remember the next offset the group pulls from (``pullOffsetTable``, memory only)."""
@@ -172,3 +183,35 @@ class ConsumerOffsetManager:
         if not pending:
             del self._resets[_key(topic, group)]
         return offset
+
+    # -- DataVersion and reverse sync (slave acting master, seed 003)
+
+    @property
+    def data_version(self) -> DataVersion:
+        """The table's DataVersion (moves every ``version_step`` commits)."""
+        return self._data_version
+
+    def bump_data_version(self) -> None:
+        """``dataVersion.nextVersion()``."""
+        self._data_version = self._data_version.next_version(
+            self._clock.wall_ms(), self._data_version.state_version
+        )
+
+    def merge_newer(self, table: ConsumerOffsetTable) -> int:
+        """Pre-online reverse sync: per queue keep the larger offset (never backwards) and adopt
+        ``table``'s DataVersion if it is newer.
+
+        Returns:
+            How many queues' offsets were raised.
+        """
+        raised = 0
+        for key, queues in table.offset_table.items():
+            mine = self._offsets.setdefault(key, {})
+            for queue_id, offset in queues.items():
+                if offset > mine.get(queue_id, -1):
+                    mine[queue_id] = offset
+                    raised += 1
+        if table.data_version is not None and self._data_version.compare(table.data_version) < 0:
+            self._data_version = table.data_version
+        self._dirty = True
+        return raised

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
@@ -20,7 +20,7 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.request_gate import RequestGate
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store_api import BrokerStore
+from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
@@ -54,6 +54,9 @@ class BrokerRuntime:
     store_host: tuple[str, int] = ("127.0.0.1", 0)
     #: Ask the outer API to re-register with the NameServers now (topic created or changed).
     register_now: Callable[[], None] = _noop
+    #: Slave acting master: puts a message this slave must not write on another set's master
+    #: (``EscapeBridge.putMessage``); None when ``enableSlaveActingMaster`` is off.
+    escape: Callable[[MessageToStore], Awaitable[PutResult]] | None = None
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Per-topic/queue counters and histograms for metrics dumps and Prometheus.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)

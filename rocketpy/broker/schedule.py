@@ -246,3 +246,26 @@ class ScheduleMessageService:
     def _set_offset(self, level: int, offset: int) -> None:
         self._offsets[level] = offset
         self._data_version = self._data_version.next_version(self._clock.wall_ms())
+
+    # -- reverse sync (slave acting master, seed 003)
+
+    @property
+    def data_version(self) -> DataVersion:
+        """DataVersion of the delay progress (moves on every delivered message)."""
+        return self._data_version
+
+    def merge_newer(self, table: DelayOffsetTable) -> int:
+        """Pre-online reverse sync: per level keep the larger progress and adopt ``table``'s
+        DataVersion if it is newer.
+
+        Returns:
+            How many levels moved forward.
+        """
+        raised = 0
+        for level, offset in table.offset_table.items():
+            if offset > self._offsets.get(level, -1):
+                self._offsets[level] = offset
+                raised += 1
+        if table.data_version is not None and self._data_version.compare(table.data_version) < 0:
+            self._data_version = table.data_version
+        return raised

@@ -26,6 +26,7 @@ from typing import Protocol
 
 import structlog
 
+from rocketpy.broker.acting_setup import ActingMasterSetup
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.long_polling import PullRequestHoldService
@@ -160,9 +161,14 @@ class BrokerService:
         #: Controller-mode replication, built when the epoch file is opened (ha.md section 3).
         self.auto_ha: AutoSwitchHAService | None = None
         self._reregister_pending = False
+        #: Slave-acting-master mode (``enableSlaveActingMaster``), else None.
+        self.acting: ActingMasterSetup | None = None
         self._build(config, max_message_size, is_slave)
         if config.enable_controller_mode:
             self._build_controller_mode()
+        elif config.enable_acting_master:
+            self.acting = ActingMasterSetup(self, self._client)
+            self.runtime.escape = self.acting.escape_put
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
         clock = self._clock
@@ -181,7 +187,12 @@ class BrokerService:
             clock=clock,
             on_change=self._meta_changed,
         )
-        self.offsets = ConsumerOffsetManager(self._store_root, executor=self._executor, clock=clock)
+        self.offsets = ConsumerOffsetManager(
+            self._store_root,
+            executor=self._executor,
+            clock=clock,
+            version_step=config.consumer_offset_update_version_step,
+        )
         self.consumers = ConsumerManager(
             channel_expired_timeout_ms=config.channel_expired_timeout_ms,
             clock=clock,
@@ -255,7 +266,8 @@ class BrokerService:
         self.metrics = BrokerMetricsManager(
             self.runtime, store_root=self._store_root, addr=lambda: self.address
         )
-        self._client = RemotingClient(name=f"{config.broker_name}/outer")
+        # dispatches into the registry: a NameServer's oneway 905 arrives on this connection
+        self._client = RemotingClient(registry=self.registry, name=f"{config.broker_name}/outer")
         self.outer = BrokerOuterAPI(self._client, timeout_ms=config.register_broker_timeout_ms)
 
     # -- properties ------------------------------------------------------------------------
@@ -269,6 +281,11 @@ class BrokerService:
     def store(self) -> ManagedStore:
         """The message store."""
         return self._store
+
+    @property
+    def ha_config(self) -> HAConfig | None:
+        """Classic HA settings, if replication is on."""
+        return self._ha_config
 
     @property
     def ha(self) -> DefaultHAService | None:
@@ -339,13 +356,16 @@ class BrokerService:
             self._config.broker_ip1, os.getpid(), self.runtime.rng.getrandbits(31)
         )
         await self.hold.start()
-        if not self.runtime.is_slave:
+        if not self.runtime.is_slave and self.acting is None:
             await self.schedule.start()
         self._start_loops()
         await self.metrics.start()
         if self.replicas is not None:
             await self.replicas.start()
-        await self.register_broker_all(force=True)
+        if self.acting is not None:
+            await self.acting.start()  # registers now, or after pre-online
+        else:
+            await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
 
     def _critical_failed(self, exc: BaseException) -> None:
@@ -412,6 +432,8 @@ class BrokerService:
             self._serving = False
         self._stop.set()
         await self.hold.stop()
+        if self.acting is not None:
+            await self.acting.stop()
         await self.schedule.stop()
         await self._tasks.cancel_all()
         await self.metrics.stop()
@@ -449,6 +471,8 @@ class BrokerService:
         namesrvs = self._config.namesrv_addr_list
         if not namesrvs or (self.replicas is not None and not self.replicas.role_known):
             return  # controller mode: fenced until the controller names a role
+        if self.acting is not None and self.acting.isolated:
+            return  # acting-master mode: invisible until pre-online ends
         wrapper = self.topics.wrapper()
         perm = self._config.broker_permission
         if perm & (PERM_READ | PERM_WRITE) != (PERM_READ | PERM_WRITE):
@@ -586,6 +610,8 @@ class BrokerService:
         self.runtime.stats.sample()
 
     async def _reput(self, msg: MessageToStore) -> PutResult:
+        if self.acting is not None and self.runtime.is_slave:
+            return await self.acting.escape_put(msg)  # due delayed message on an acting slave
         result = await self._store.put_message(msg)
         if result.stored:
             self.runtime.stats.inc_put()

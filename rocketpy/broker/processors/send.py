@@ -476,8 +476,12 @@ class SendMessageProcessor:
             store_host=rt.store_host,
             reconsume_times=original.reconsume_times + 1,
         )
-        self.apply_delay(msg)
-        result = await rt.store.put_message(msg)
+        if rt.is_slave and rt.escape is not None:
+            # acting slave: the retry goes to another set's master, which applies the delay
+            result = await rt.escape(msg)
+        else:
+            self.apply_delay(msg)
+            result = await rt.store.put_message(msg)
         if result.stored:
             rt.stats.inc_put()
             rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))

@@ -1,0 +1,101 @@
+"""ActingMasterSetup: wires slave-acting-master mode into one BrokerService.
+
+Owns: building the :class:`ActingMasterService`, the :class:`EscapeBridge`, the
+:class:`BrokerPreOnlineService` and the 905/906 processor over a broker's components, and their
+start/stop. ``service.py`` creates one when ``enableSlaveActingMaster=true`` and calls
+:meth:`start` where a plain broker registers, :meth:`stop` before it stops its schedule service.
+Mirrors the ``enableSlaveActingMaster`` branches of ``BrokerController.initialize``/``start``.
+Must not: hold state of its own beyond the objects it built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketpy.broker.acting_api import ActingMasterAPI
+from rocketpy.broker.acting_master import ActingMasterService
+from rocketpy.broker.escape_bridge import EscapeBridge
+from rocketpy.broker.pre_online import BrokerPreOnlineService
+from rocketpy.broker.processors.acting_master import ActingMasterProcessor
+from rocketpy.broker.store_api import MessageToStore, PutResult
+from rocketpy.remoting.transport.client import RemotingClient
+
+if TYPE_CHECKING:
+    from rocketpy.broker.service import BrokerService
+
+
+class ActingMasterSetup:
+    """The acting-master pieces of one broker."""
+
+    def __init__(self, svc: BrokerService, client: RemotingClient) -> None:
+        """Build everything; register the 905/906 processor in ``svc.registry``.
+
+        Args:
+            svc: the broker (built, not started).
+            client: its outbound remoting client (dispatching into ``svc.registry``, so the
+                NameServer's oneway 905 on the registration connection reaches the processor).
+        """
+        self._svc = svc
+        cfg = svc.config
+        self.api = ActingMasterAPI(client, timeout_ms=cfg.send_heartbeat_timeout_ms)
+        ha_config = svc.ha_config
+        self.acting = ActingMasterService(
+            config=lambda: svc.config,
+            api=self.api,
+            address=lambda: svc.address,
+            total_replicas=ha_config.total_replicas if ha_config is not None else 1,
+            special=svc.schedule,
+            register=lambda: svc.register_broker_all(force=True),
+            ha=lambda: svc.ha,
+            on_acting=svc.offsets.bump_data_version,
+        )
+        self.escape = EscapeBridge(self.api, lambda: svc.config)
+        self._init_max_offset = 0
+        processor = ActingMasterProcessor(
+            self.acting,
+            broker_id=lambda: svc.config.broker_id,
+            ha=lambda: svc.ha,
+            ha_server_addr=lambda: svc.identity().ha_server_addr,
+            address=lambda: svc.address,
+            init_max_offset=lambda: self._init_max_offset,
+        )
+        for code, handler in processor.handlers().items():
+            svc.registry.register(code, handler)
+        self.pre_online: BrokerPreOnlineService | None = None
+
+    async def start(self) -> None:
+        """After the store, listener and metadata are up: go online (or start pre-online)."""
+        svc = self._svc
+        self._init_max_offset = svc.store.store_offsets().max_phy_offset
+        await self.acting.start()
+        if self.acting.isolated:
+            ha_config = svc.ha_config
+            housekeeping_ms = ha_config.ha_housekeeping_interval_ms if ha_config else 20_000
+            self.pre_online = BrokerPreOnlineService(
+                config=lambda: svc.config,
+                api=self.api,
+                acting=self.acting,
+                address=lambda: svc.address,
+                ha_server_addr=lambda: svc.identity().ha_server_addr,
+                ha=lambda: svc.ha,
+                offsets=svc.offsets,
+                schedule=svc.schedule,
+                init_max_offset=self._init_max_offset,
+                handshake_timeout_s=housekeeping_ms / 1000,
+            )
+            self.pre_online.start()
+
+    async def stop(self) -> None:
+        """Stop pre-online, the loops and the special services. Idempotent."""
+        if self.pre_online is not None:
+            await self.pre_online.stop()
+        await self.acting.stop()
+
+    @property
+    def isolated(self) -> bool:
+        """Not registered yet (pre-online running)."""
+        return self.acting.isolated
+
+    async def escape_put(self, msg: MessageToStore) -> PutResult:
+        """Put ``msg`` on another set's master (a slave never writes its own commit log)."""
+        return await self.escape.put_message(msg)
