@@ -174,6 +174,9 @@ class AutoSwitchConnection:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(heartbeat_ms - idle, 1) / 1000):
                     await self._wake.wait()
+            # One more loop turn: the other sends of the same burst append too, and go out in
+            # this frame (one write and one slave ack for many messages).
+            await asyncio.sleep(0)
 
     def _heartbeat(self) -> TransferFrame:
         entry = self._m.epochs.last_entry()
