@@ -103,6 +103,42 @@ class TopicSpec:
     attributes: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class EpochRange:
+    """One ``EpochEntry`` of an ``EpochEntryCache`` body."""
+
+    epoch: int
+    start_offset: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEpochCache:
+    """GET_BROKER_EPOCH_CACHE (1007), decoded (``EpochEntryCache``)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    epochs: list[EpochRange]
+    max_offset: int
+
+
+def decode_epoch_entry_cache(body: bytes) -> BrokerEpochCache:
+    """The ``EpochEntryCache`` JSON body."""
+    obj = fastjson.loads(body or b"{}")
+    epochs = [
+        EpochRange(int(e.get("epoch", 0)), int(e.get("startOffset", 0)), int(e.get("endOffset", 0)))
+        for e in obj.get("epochList") or []
+    ]
+    return BrokerEpochCache(
+        str(obj.get("clusterName", "")),
+        str(obj.get("brokerName", "")),
+        int(obj.get("brokerId", 0)),
+        epochs,
+        int(obj.get("maxOffset", 0)),
+    )
+
+
 def _broker(obj: dict[str, Any]) -> BrokerInfo:
     addrs = {int(k): str(v) for k, v in (obj.get("brokerAddrs") or {}).items()}
     return BrokerInfo(str(obj.get("cluster", "")), str(obj.get("brokerName", "")), addrs)
@@ -260,6 +296,17 @@ class AdminClient:
             out.extend(addr for _, addr in sorted(broker.broker_addrs.items()))
         return out
 
+    async def broker_set_addrs(self, broker_name: str) -> list[str]:
+        """``fetchMasterAndSlaveAddrByBrokerName``: every address of one broker-set, by id.
+
+        Raises:
+            AdminError: the NameServers do not know the broker name.
+        """
+        broker = (await self.cluster_info()).brokers.get(broker_name)
+        if broker is None:
+            raise AdminError(f"broker {broker_name!r} not found. {NO_CLUSTER}")
+        return [addr for _, addr in sorted(broker.broker_addrs.items())]
+
     async def route_brokers(self, topic: str) -> list[tuple[str, str]]:
         """(brokerName, address) per broker-set of the topic's route, the master's address when
         there is one (``BrokerData.selectBrokerAddr``)."""
@@ -412,6 +459,15 @@ class AdminClient:
         """UPDATE_BROKER_CONFIG (25)."""
         body = render_properties(values).encode("utf-8")
         await self._broker(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
+
+    async def broker_epoch_cache(self, addr: str) -> BrokerEpochCache:
+        """GET_BROKER_EPOCH_CACHE (1007): the broker's epoch entries and max offset.
+
+        Raises:
+            RemoteError: e.g. REQUEST_CODE_NOT_SUPPORTED from a broker not in controller mode.
+        """
+        resp = await self._broker(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
+        return decode_epoch_entry_cache(resp.body or b"")
 
 
 class ControllerAdminClient:

@@ -4,8 +4,11 @@ Owns: writing each daemon's config under ``<dir>/conf``, starting the daemons as
 with their output under ``<dir>/logs``, waiting for each boot line, recording pids and addresses in
 ``<dir>/cluster.json``, stopping them in reverse order (``stop``), and SIGKILLing the current
 master broker to watch a failover (``kill-master``). Starts the NameServer, a three-node
-controller group and one broker-set of three brokers in controller mode (AutoSwitch HA). Must
-not: import daemon packages (it drives them as processes, like an operator would).
+controller group and one broker-set of three brokers in controller mode (AutoSwitch HA). With
+``--embedded`` (``make cluster EMBEDDED=1``) three NameServers with
+``enableControllerInNamesrv=true`` form the controller group instead of standalone mqcontroller
+processes (upstream's ``cluster-3n-namesrv-plugin`` layout). Must not: import daemon packages (it
+drives them as processes, like an operator would).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rocketpy.tools.children import free_ports
@@ -48,12 +51,18 @@ class _Spec:
     module: str
     conf: dict[str, str]
     boot: re.Pattern[str]
+    # An embedded controller prints a second boot line; it is recorded as a "controller"
+    # member with the same pid.
+    controller_boot: re.Pattern[str] | None = None
 
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
 BROKER_BOOT = re.compile(r"The broker\[\S+, (\S+)\] boot success\.")
 CONTROLLER_BOOT = re.compile(
     r"The Controller Server boot success\. serializeType=\w+, address (\S+)"
+)
+EMBEDDED_CONTROLLER_BOOT = re.compile(
+    r"The ControllerManager boot success\. serializeType=\w+, address (\S+)"
 )
 CONTROLLERS = 3
 BROKER_PORT_OFFSET = 1035  # 9876 -> 10911, upstream's default broker port
@@ -66,7 +75,12 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def _specs(base_port: int, data: Path) -> list[_Spec]:
+def _specs(base_port: int, data: Path, *, embedded: bool = False) -> list[_Spec]:
+    if embedded:
+        specs = _embedded_specs(base_port, data)
+        if _has_module("rocketpy.cli.broker"):
+            specs += _broker_specs(base_port, data)
+        return specs
     specs = [
         _Spec(
             "namesrv",
@@ -151,6 +165,38 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
     ]
 
 
+def _embedded_specs(base_port: int, data: Path) -> list[_Spec]:
+    """Three NameServers, each with an embedded controller: n0 on 9876 (controller 9877), n1 on
+    9886 (9887), n2 on 9896 (9897); free ports when ``base_port`` is 0."""
+    if base_port:
+        ns_ports = [base_port + 10 * i for i in range(CONTROLLERS)]
+        peer_ports = [p + 1 for p in ns_ports]
+    else:
+        ns_ports, peer_ports = [0] * CONTROLLERS, free_ports(CONTROLLERS)
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(peer_ports))
+    return [
+        _Spec(
+            f"namesrv-n{i}",
+            "namesrv",
+            "rocketpy.cli.namesrv",
+            {
+                "listenPort": str(ns_ports[i]),
+                "bindAddress": "127.0.0.1",
+                "kvConfigPath": str(data / f"namesrv-n{i}" / "kvConfig.json"),
+                "configStorePath": str(data / f"namesrv-n{i}" / "namesrv.properties"),
+                "enableControllerInNamesrv": "true",
+                "controllerDLegerGroup": "group1",
+                "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"n{i}",
+                "controllerStorePath": str(data / f"namesrv-n{i}" / "raft"),
+            },
+            NAMESRV_BOOT,
+            EMBEDDED_CONTROLLER_BOOT,
+        )
+        for i in range(CONTROLLERS)
+    ]
+
+
 def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:
     """Fill ``{namesrv}``/``{controllers}`` with the addresses of the daemons already started."""
     namesrv = ";".join(m.address for m in members if m.role == "namesrv")
@@ -171,7 +217,7 @@ def _wait_boot(proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
         match = pattern.search(text)
         if match:
-            return match.group(1)
+            return match.group(1)  # the boot line is printed whole, in one write
         if proc.poll() is not None:
             raise RuntimeError(
                 f"exited with {proc.returncode} before booting; see {log.with_suffix('.err')}"
@@ -201,7 +247,7 @@ def _load(directory: Path) -> list[Member]:
     return [Member(**m) for m in json.loads(path.read_text(encoding="utf-8"))["members"]]
 
 
-def start(directory: Path, base_port: int) -> int:
+def start(directory: Path, base_port: int, *, embedded: bool = False) -> int:
     """Start a fresh cluster under ``directory``; print the summary. Returns the exit code."""
     running = [m for m in _load(directory) if _alive(m.pid)]
     if running:
@@ -212,7 +258,7 @@ def start(directory: Path, base_port: int) -> int:
     (directory / "conf").mkdir(parents=True)
     (directory / "logs").mkdir()
     members: list[Member] = []
-    for spec in _specs(base_port, directory / "data"):
+    for spec in _specs(base_port, directory / "data", embedded=embedded):
         conf = directory / "conf" / f"{spec.name}.conf"
         conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
         log = directory / "logs" / f"{spec.name}.out"
@@ -228,14 +274,19 @@ def start(directory: Path, base_port: int) -> int:
                 env=env,
                 start_new_session=True,
             )
+        started = [Member(spec.name, spec.role, proc.pid, "", str(log))]
         try:
-            address = _wait_boot(proc, log, spec.boot)
+            started[0] = replace(started[0], address=_wait_boot(proc, log, spec.boot))
+            if spec.controller_boot is not None:
+                address = _wait_boot(proc, log, spec.controller_boot)
+                name = spec.name.replace("namesrv", "controller")
+                started.append(Member(name, "controller", proc.pid, address, str(log)))
         except RuntimeError as e:
             print(f"{spec.name}: {e}")
-            _save(directory, members)
+            _save(directory, [*members, started[0]])
             stop(directory)
             return 1
-        members.append(Member(spec.name, spec.role, proc.pid, address, str(log)))
+        members += started
         _save(directory, members)
     _print_summary(directory, members)
     return 0
@@ -329,10 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("start", "stop", "kill-master"))
     parser.add_argument("--dir", type=Path, default=Path(".cluster"))
     parser.add_argument("--base-port", type=int, default=int(os.environ.get("BASE_PORT", "9876")))
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="NameServers with enableControllerInNamesrv=true instead of mqcontroller processes",
+    )
     args = parser.parse_args(argv)
     directory = args.dir.resolve()
     if args.action == "start":
-        return start(directory, args.base_port)
+        return start(directory, args.base_port, embedded=args.embedded)
     if args.action == "kill-master":
         return kill_master(directory)
     return stop(directory)

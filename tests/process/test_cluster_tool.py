@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from tests.helpers.processes import bin_env, run_bin
 pytestmark = pytest.mark.process
 
 
-def _tool(action: str, directory: Path) -> subprocess.CompletedProcess[str]:
+def _tool(action: str, directory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -27,6 +28,7 @@ def _tool(action: str, directory: Path) -> subprocess.CompletedProcess[str]:
             str(directory),
             "--base-port",
             "0",
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -66,3 +68,50 @@ def test_cluster_start_prints_addresses_and_stop_cleans_up(tmp_path: Path) -> No
     assert stopped.returncode == 0
     assert stopped.stdout.index("stopped broker-a-n0") < stopped.stdout.index("stopped namesrv")
     assert not (directory / "cluster.json").exists()
+
+
+def test_cluster_embedded_controllers_in_namesrvs(tmp_path: Path) -> None:
+    """1. start --embedded on free ports. 2. Wait until a NameServer lists broker-a.
+    Expected: three NameServers carry the controller group (each recorded twice: as namesrv
+    and as controller, same pid; no mqcontroller process); the brokers register with all three
+    NameServers; getControllerMetaData on an embedded controller names three peers and a
+    leader; getSyncStateSet names a master; stop ends every process and removes the state."""
+    directory = tmp_path / "cluster"
+    started = _tool("start", directory, "--embedded")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        members = json.loads((directory / "cluster.json").read_text())["members"]
+        assert [m["role"] for m in members] == [*["namesrv", "controller"] * 3, *["broker"] * 3]
+        assert members[0]["pid"] == members[1]["pid"]
+        assert all(m["name"].startswith(("namesrv", "controller", "broker")) for m in members)
+        namesrvs = [m["address"] for m in members if m["role"] == "namesrv"]
+        controllers = [m["address"] for m in members if m["role"] == "controller"]
+        assert f"NAMESRV_ADDR={';'.join(namesrvs)}" in started.stdout
+        deadline = time.monotonic() + 30
+        while True:
+            listed = [run_bin(["mqadmin", "clusterList", "-n", ns], tmp_path) for ns in namesrvs]
+            if all("broker-a  " in out.stdout for out in listed) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert all("broker-a  " in out.stdout for out in listed), [o.stdout for o in listed]
+        meta = run_bin(["mqadmin", "getControllerMetaData", "-a", controllers[1]], tmp_path)
+        assert meta.returncode == 0, meta.stderr
+        assert meta.stdout.count("#Peer:") == 3
+        assert re.search(r"#ControllerLeaderAddress\t127\.0\.0\.1:\d+", meta.stdout)
+        sss = run_bin(
+            ["mqadmin", "getSyncStateSet", "-a", controllers[0], "-b", "broker-a"], tmp_path
+        )
+        assert re.search(r"#MasterAddr\t127\.0\.0\.1:\d+", sss.stdout), sss.stdout + sss.stderr
+    finally:
+        stopped = _tool("stop", directory)
+    assert stopped.returncode == 0
+    assert not (directory / "cluster.json").exists()
+    assert not any(_alive(m["pid"]) for m in members)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

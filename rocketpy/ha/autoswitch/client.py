@@ -192,7 +192,10 @@ class AutoSwitchHAClient:
         if frame.body:
             if frame.epoch != self.epochs.last_epoch():
                 entry = EpochEntry(epoch=frame.epoch, start_offset=frame.epoch_start_offset)
-                await self.epochs.append_entry(entry)
+                # Stricter than upstream, which ignores the refusal and appends the bytes
+                # anyway: data of an epoch older than ours cannot follow our history.
+                if not await self.epochs.append_entry(entry):
+                    raise ReplicationRefused(f"epoch {frame.epoch} not after ours")
             await self.store.append_replicated(frame.offset, frame.body)
         self.confirm_offset = min(frame.confirm_offset, self.store.commit_log.max_offset)
         self.store.reput.wake()

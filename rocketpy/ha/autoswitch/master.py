@@ -18,6 +18,7 @@ import structlog
 
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock
+from rocketpy.common.errors import RocketPyError
 from rocketpy.ha.autoswitch.sync_state import ExpandCheck, SyncStateTracker
 from rocketpy.ha.classic.master import FlowMonitor
 from rocketpy.ha.config import HAConfig
@@ -40,6 +41,10 @@ log = structlog.get_logger(__name__)
 
 READ_CHUNK = 64 * 1024
 NO_EPOCH_RETRY_S = 0.5  # upstream retries every 500 ms when no epoch covers the start offset
+
+
+class HAProtocolError(RocketPyError):
+    """The slave broke the protocol (no handshake, bogus ack): drop only its connection."""
 
 
 class AutoSwitchConnection:
@@ -78,7 +83,7 @@ class AutoSwitchConnection:
                 write = tg.create_task(self._write_loop(), name=f"ha-write/{self.address}")
                 read.add_done_callback(lambda _t: write.cancel())
                 write.add_done_callback(lambda _t: read.cancel())
-        except* (OSError, TimeoutError, HACodecError) as eg:
+        except* (OSError, TimeoutError, HACodecError, HAProtocolError) as eg:
             log.warning("ha connection closed", slave=self.address, error=repr(eg.exceptions[0]))
         finally:
             self._writer.close()
@@ -114,6 +119,13 @@ class AutoSwitchConnection:
         self.notify()
 
     def _on_report(self, msg: TransferReport) -> None:
+        # Stricter than upstream (H-14): a report from a peer that never sent a HANDSHAKE, or
+        # an ack of bytes this master does not hold, closes the connection before it counts.
+        if self.slave_id < 0:
+            raise HAProtocolError("State not matched, TRANSFER report before HANDSHAKE")
+        top = self._m.store.commit_log.max_offset
+        if msg.slave_max_offset > top:
+            raise HAProtocolError(f"slave acked {msg.slave_max_offset} beyond master max {top}")
         self.state = HAConnectionState.TRANSFER
         self.ack_offset = msg.slave_max_offset
         if self.request_offset < 0:
@@ -162,6 +174,9 @@ class AutoSwitchConnection:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(heartbeat_ms - idle, 1) / 1000):
                     await self._wake.wait()
+            # One more loop turn: the other sends of the same burst append too, and go out in
+            # this frame (one write and one slave ack for many messages).
+            await asyncio.sleep(0)
 
     def _heartbeat(self) -> TransferFrame:
         entry = self._m.epochs.last_entry()

@@ -124,11 +124,21 @@ class AutoSwitchHAService:
         return True
 
     async def _record_epoch(self, epoch: int) -> None:
-        if self.epochs.last_epoch() >= epoch:
-            await self.epochs.truncate_suffix_by_epoch(epoch)
-        entry = EpochEntry(epoch=epoch, start_offset=self.store.commit_log.max_offset)
-        # Refused (and logged) when the previous epoch owns no data: upstream ignores it too.
-        await self.epochs.append_entry(entry)
+        """Record ``epoch`` as starting at the current max offset (callers refused older ones).
+
+        Decided (stricter than upstream, H-06): upstream removes entries with epoch >= the new
+        one and re-appends it at the max offset. When the last entry *is* this epoch (a master
+        restarted and named master of the same epoch again), that moves its start: the bytes
+        written earlier in the epoch end up in the previous epoch or in none, and an empty
+        slave then gets only heartbeats ("cannot find epoch"). The entry is kept instead. A
+        new epoch whose previous one owns no data replaces it (``epoch_entries.append_entry``).
+        """
+        if self.epochs.last_epoch() == epoch:
+            log.info("epoch already recorded, keeping its start", epoch=epoch,
+                     entry=str(self.epochs.last_entry()))  # fmt: skip
+        else:
+            entry = EpochEntry(epoch=epoch, start_offset=self.store.commit_log.max_offset)
+            await self.epochs.append_entry(entry)
         self.epoch = epoch
 
     async def change_to_slave(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -15,8 +16,13 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.protocol import (
     HAConnectionState,
+    Handshake,
+    HandshakeResponse,
     TransferFrame,
+    encode_handshake,
+    encode_handshake_response,
     encode_transfer_frame,
+    encode_transfer_report,
 )
 from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
@@ -221,3 +227,122 @@ async def test_autoswitch_send_path_all_ack_and_min_in_sync(tmp_path: Path) -> N
         assert status is ReplicaStatus.FLUSH_SLAVE_TIMEOUT
         a.ha.set_sync_state_set(frozenset({1}))
         assert not a.ha.can_accept()
+
+
+async def test_h06_master_epochs_without_writes_keep_newest(tmp_path: Path) -> None:
+    """1. Node A becomes master of epoch 1 and writes nothing; it is re-elected (epoch 2), still
+    without writes. 2. It writes 10 messages, is re-elected (epoch 3) and writes nothing more.
+    Expected: after step 1 the history is [2@0] (the empty epoch 1 is replaced, epoch 2 is not
+    dropped); after step 2 it is [2@0, 3@end]: every epoch that owns data or is the newest is
+    recorded and the start offsets strictly increase."""
+    async with _node(tmp_path / "a", 1) as a:
+        assert await a.ha.change_to_master(1)
+        assert await a.ha.change_to_master_when_last_role_is_master(2)
+        assert [(e.epoch, e.start_offset) for e in a.epochs.entries()] == [(2, 0)]
+        end = await _put(a.store, 0, 10)
+        assert await a.ha.change_to_master_when_last_role_is_master(3)
+        assert [(e.epoch, e.start_offset) for e in a.epochs.entries()] == [(2, 0), (3, end)]
+
+
+async def test_h06_master_restarted_in_same_epoch_keeps_its_start(tmp_path: Path) -> None:
+    """1. Node A is master of epoch 1 with 20 messages; its HA service is rebuilt (a broker
+    restart) and the controller names it master of epoch 1 again (registration answer).
+    2. An empty node B becomes its slave in epoch 1.
+    Expected: A's history is still [1@0] (re-recording epoch 1 at the current max offset would
+    leave [0, end) in no epoch, and an empty slave would get only heartbeats, "cannot find
+    epoch"); B receives the whole log with history [1@0]."""
+    async with _node(tmp_path / "a", 1) as a:
+        assert await a.ha.change_to_master(1)
+        end = await _put(a.store, 0, 20)
+        await a.ha.stop()
+        a.ha = AutoSwitchHAService(a.store, a.epochs, HA, local_broker_id=1)
+        await a.ha.start("127.0.0.1", 0)
+        try:
+            assert await a.ha.change_to_master(1)
+            assert [(e.epoch, e.start_offset) for e in a.epochs.entries()] == [(1, 0)]
+            async with _node(tmp_path / "b", 2) as b:
+                assert await b.ha.change_to_slave(a.address, 1, 2)
+                await wait_until(lambda: b.store.commit_log.max_offset == end, 10)
+                assert [(e.epoch, e.start_offset) for e in b.epochs.entries()] == [(1, 0)]
+        finally:
+            await a.ha.stop()
+
+
+_HANDSHAKE_3 = encode_handshake(
+    Handshake(is_sync_from_last_file=False, is_async_learner=False, slave_broker_id=3)
+)
+_BAD_SLAVE_STREAMS = {
+    "unknown state": struct.pack(">iq", 3, 0),
+    "report before handshake": encode_transfer_report(0),
+    "ack beyond master max": _HANDSHAKE_3 + encode_transfer_report(10**9),
+    "short frame then EOF": _HANDSHAKE_3[:10],
+}
+
+
+@pytest.mark.parametrize("stream", _BAD_SLAVE_STREAMS.values(), ids=_BAD_SLAVE_STREAMS.keys())
+async def test_autoswitch_master_drops_only_the_bad_slave(tmp_path: Path, stream: bytes) -> None:
+    """1. Master A (epoch 1, allAck) replicates to slave B, SyncStateSet {1, 2}.
+    2. A scripted peer connects to A's HA port and sends ``stream`` (then half-closes).
+    3. A appends 50 more messages.
+    Expected: A closes the scripted connection (the peer reads EOF) without counting it: its
+    SyncStateSet and proposals never name broker 3; B stays connected, receives the new
+    messages, and A's confirm offset and a waiting send reach the new end."""
+    async with _node(tmp_path / "a", 1) as a, _node(tmp_path / "b", 2) as b:
+        assert await a.ha.change_to_master(1)
+        assert await b.ha.change_to_slave(a.address, 1, 2)
+        await wait_until(lambda: frozenset({1, 2}) in a.proposed, 5)
+        a.ha.set_sync_state_set(frozenset({1, 2}))
+        reader, writer = await asyncio.open_connection("127.0.0.1", a.ha.port)
+        try:
+            writer.write(stream)
+            writer.write_eof()
+            async with asyncio.timeout(5):
+                # A handshake is answered first; the connection must still end.
+                while await reader.read(4096):
+                    pass
+        finally:
+            writer.close()
+        end = await _put(a.store, 0, 50)
+        async with asyncio.timeout(5):
+            assert await a.ha.wait_for_ack(end, 5)
+        await wait_until(lambda: b.store.commit_log.max_offset == end, 5)
+        await wait_until(lambda: a.ha.confirm_offset() == end, 5)
+        assert [c.slave_id for c in a.ha.master.connections] == [2]
+        assert all(3 not in p for p in a.proposed)
+        assert a.ha.sync_state_set() == frozenset({1, 2})
+
+
+async def test_autoswitch_slave_drops_frame_of_older_epoch(tmp_path: Path) -> None:
+    """1. Slave B holds epoch 5 data (it was master of 5). 2. A scripted master answers B's
+    handshake with history [5@0] and B's max offset, then sends a TRANSFER frame of epoch 4 at
+    that offset.
+    Expected: B drops the connection and reconnects; the frame's bytes are not appended and
+    B's epoch history is still [5@0]."""
+    conns: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    server = await asyncio.start_server(lambda r, w: conns.put_nowait((r, w)), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with _node(tmp_path / "b", 2) as b, asyncio.timeout(10):
+            assert await b.ha.change_to_master(5)
+            b_end = await _put(b.store, 0, 5)
+            assert await b.ha.change_to_slave(f"127.0.0.1:{port}", 6, 2)
+            r1, w1 = await conns.get()
+            assert len(await r1.readexactly(16)) == 16
+            w1.write(encode_handshake_response(HandshakeResponse(
+                master_max_offset=b_end, last_epoch=5,
+                entries=(EpochEntry(epoch=5, start_offset=0),),
+            )))  # fmt: skip
+            assert await r1.readexactly(12) == encode_transfer_report(b_end)
+            frame = TransferFrame(offset=b_end, epoch=4, epoch_start_offset=b_end,
+                                  confirm_offset=0, body=b"z" * 32)  # fmt: skip
+            w1.write(encode_transfer_frame(frame))
+            assert await r1.read() == b""
+            r2, w2 = await conns.get()
+            assert len(await r2.readexactly(16)) == 16
+            assert b.store.commit_log.max_offset == b_end
+            assert b.epochs.entries() == (EpochEntry(epoch=5, start_offset=0),)
+            w1.close()
+            w2.close()
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -10,6 +10,7 @@ from rocketpy.broker.config import BrokerConfig
 from rocketpy.common.errors import ConfigError
 from rocketpy.controller.config import ControllerConfig
 from rocketpy.ha.config import HAConfig
+from rocketpy.namesrv.config import NamesrvConfig
 from rocketpy.store.config import MessageStoreConfig
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "controller"
@@ -67,3 +68,32 @@ def test_controller_mode_sample_confs_fit_the_controller_group() -> None:
         roots.add(store.store_path_root_dir)
     assert len(set(ports)) == 6
     assert len(roots) == 3
+
+
+def test_quick_start_confs_point_brokers_at_the_embedded_controller() -> None:
+    """1. Load conf/controller/quick-start/namesrv.conf as NameServer and controller settings
+    and broker-n{0,1}.conf as broker, store and HA settings.
+    Expected: no unknown key; the NameServer embeds the controller; each broker's controllerAddr
+    is exactly the controller's peer address and its namesrvAddr the NameServer's port; ports
+    and store directories are distinct."""
+    text = (CONF / "quick-start" / "namesrv.conf").read_text(encoding="utf-8")
+    namesrv, unknown_n = NamesrvConfig.load(file_text=text, env={})
+    controller, unknown_c = ControllerConfig.load(file_text=text, env={})
+    assert set(unknown_n) & set(unknown_c) == set()
+    assert namesrv.enable_controller_in_namesrv
+    peer = controller.controller_dleger_peers.split("-", 1)[1]
+    ports: set[int] = set()
+    roots: set[str] = set()
+    for i in range(2):
+        text = (CONF / "quick-start" / f"broker-n{i}.conf").read_text(encoding="utf-8")
+        broker, unknown_b = BrokerConfig.load(file_text=text, env={})
+        store, unknown_s = MessageStoreConfig.load(file_text=text, env={})
+        ha, unknown_h = HAConfig.load(file_text=text, env={})
+        assert set(unknown_b) & set(unknown_s) & set(unknown_h) == set()
+        assert broker.enable_controller_mode
+        assert broker.controller_addr_list == [peer]
+        assert broker.namesrv_addr == f"127.0.0.1:{namesrv.listen_port}"
+        ports |= {broker.listen_port, ha.ha_listen_port}
+        roots.add(store.store_path_root_dir)
+    assert len(ports) == 4
+    assert len(roots) == 2
