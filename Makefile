@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master bench bench-namesrv bench-store bench-controller analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master bench bench-namesrv bench-store bench-controller bench-ha analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -82,7 +82,7 @@ test-interop: $(STAMP) $(INTEROP)
 
 CLUSTER_DIR ?= $(CURDIR)/.cluster
 cluster: $(STAMP)
-	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)"
+	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)" $(if $(EMBEDDED),--embedded)
 
 cluster-kill-master: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster kill-master --dir "$(CLUSTER_DIR)"
@@ -109,6 +109,11 @@ bench-store: $(STAMP)
 bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_dledger $(BENCH_ARGS)
 	$(PY) -m rocketpy.tools.bench_controller
+
+# One master vs a 3-replica all-ack broker set (msg/s, MB/s, p50/p99, ratio), then a SIGKILL of the
+# master while producing (time to the first SEND_OK and to the new master in getSyncStateSet).
+bench-ha: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_ha $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cluster .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
