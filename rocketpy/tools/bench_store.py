@@ -46,6 +46,16 @@ def rss_mib() -> float:
     return 0.0
 
 
+def rss_parts() -> str:
+    """``RssAnon``/``RssFile``/``RssShmem`` in MiB: heap versus mapped store pages."""
+    parts = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile", "RssShmem"):
+            parts[name[3:].lower()] = int(value.split()[0]) / 1024
+    return " ".join(f"{k} {v:.0f}" for k, v in parts.items())
+
+
 def _line(label: str, count: int, seconds: float, nbytes: int, extra: str = "") -> None:
     rate = count / seconds if seconds else 0.0
     mb = nbytes / seconds / _MIB if seconds else 0.0
@@ -202,7 +212,7 @@ async def bench_flat(root: Path, gib: int, file_size: int) -> None:
             for _ in range(256):
                 await store.put_message(msg)
             await asyncio.sleep(0)
-        print(f"  after {n} GiB: rss {rss_mib():.0f} MiB "
+        print(f"  after {n} GiB: rss {rss_mib():.0f} MiB ({rss_parts()}) "
               f"({time.perf_counter() - start:.0f}s)", flush=True)  # fmt: skip
         # Retention would delete old segments; here they are dropped by hand to spare the disk.
         await store.clean.run_once()
