@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.chaos_cluster import ChaosRun, Fault
+from tests.helpers.chaos_cluster import ChaosReport, ChaosRun, Fault
 
 
-def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> None:
+def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> ChaosReport:
     run = ChaosRun(tmp, seed)
     try:
         run.start()
@@ -34,6 +34,7 @@ def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> None:
         raise
     finally:
         run.stop()
+    return report
 
 
 @pytest.mark.process
@@ -41,15 +42,17 @@ def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> None:
 def test_controller_chaos_named_scenarios(tmp_path: Path) -> None:
     """1. Start mqnamesrv, three mqcontrollers (no unclean election) and brokers 1-3 of
     broker-a (controller mode, allAckInSyncStateSet=true); two producers send all along.
-    2. SIGKILL the master; once another is elected, restart it on its store (it truncates a
-    divergent tail and rejoins as slave).
+    2. SIGSTOP both slaves until the master appended more, SIGKILL all three; restart the
+    slaves (one is elected), then the old master. Expected: it truncates its divergent tail
+    (logged, counted) and rejoins as slave.
     3. SIGKILL the master and the controller leader together; restart both after the failover.
     4. SIGSTOP the master (a network cut); SIGCONT it after the failover.
     Expected after each: a master with SyncStateSet {1, 2, 3} and a SEND_OK within 40 s. At the
     end: every SEND_OK read at its queue offset, no phantom, no copy beyond retries, queues in
     order, the three CommitLogs byte-identical."""
-    faults = [Fault.KILL_MASTER, Fault.KILL_MASTER_AND_CONTROLLER_LEADER, Fault.PAUSE_MASTER]
-    _run(tmp_path, 7, len(faults), faults)
+    faults = [Fault.DIVERGE_MASTER, Fault.KILL_MASTER_AND_CONTROLLER_LEADER, Fault.PAUSE_MASTER]
+    report = _run(tmp_path, 7, len(faults), faults)
+    assert report.truncations >= 1, report.render()
 
 
 @pytest.mark.chaos

@@ -78,6 +78,9 @@ class Fault(StrEnum):
     PAUSE_CONTROLLER_LEADER = "pause-controller-leader"
     KILL_CONTROLLER_FOLLOWER = "kill-controller-follower"
     KILL_MASTER_AND_CONTROLLER_LEADER = "kill-master+controller-leader"
+    # Slaves frozen, the master writes on alone, all three SIGKILLed (slaves first, so what
+    # sat in their socket buffers is gone): the old master holds a divergent tail.
+    DIVERGE_MASTER = "diverge-master"
 
 
 MASTER_FAULTS = frozenset(
@@ -86,6 +89,7 @@ MASTER_FAULTS = frozenset(
         Fault.PAUSE_MASTER,
         Fault.RESTART_MASTER,
         Fault.KILL_MASTER_AND_CONTROLLER_LEADER,
+        Fault.DIVERGE_MASTER,
     }
 )
 
@@ -416,6 +420,8 @@ class ChaosRun:
                 return await self._wait_failover(master, epoch, began)
             finally:
                 self._resume(self.brokers[master])
+        if fault is Fault.DIVERGE_MASTER:
+            return await self._diverge_master(master, epoch, began)
         ctl = (
             await self._leader_index() if fault is Fault.KILL_MASTER_AND_CONTROLLER_LEADER else None
         )
@@ -427,6 +433,32 @@ class ChaosRun:
             await asyncio.to_thread(self._start_controller, ctl)
         # The old master restarts on its store: it must truncate what it wrote beyond the
         # new master's history and rejoin as a slave.
+        await asyncio.to_thread(self._start_broker, master)
+        return failover
+
+    async def _diverge_master(self, master: int, epoch: int, began: float) -> float | None:
+        """Freeze both slaves, let the master append more, SIGKILL all three; restart the
+        slaves (one becomes master: the SyncStateSet still holds them) and then the old
+        master, which must cut its tail back to the new master's history."""
+        slaves = sorted(ALL - {master})
+        for s in slaves:
+            self._pause(self.brokers[s])
+        store = self.tmp / f"b{master}"
+        size = len(commit_log_bytes(store))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):
+                while len(commit_log_bytes(store)) <= size:
+                    await asyncio.sleep(0.01)
+        # All three at once, the master first: a slave reaped before the master is killed
+        # would let the master shrink the SyncStateSet to itself and nobody could be elected.
+        for b in (master, *slaves):
+            self.brokers[b].proc.kill()
+        for b in (master, *slaves):
+            await asyncio.to_thread(self.brokers[b].stop)
+            self._paused.discard(self.brokers[b].proc.pid)
+        for s in slaves:
+            await asyncio.to_thread(self._start_broker, s)
+        failover = await self._wait_failover(master, epoch, began)
         await asyncio.to_thread(self._start_broker, master)
         return failover
 
