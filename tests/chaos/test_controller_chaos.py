@@ -56,7 +56,7 @@ def test_controller_chaos_named_scenarios(tmp_path: Path) -> None:
 
 
 @pytest.mark.chaos
-def test_controller_chaos_random_rounds(tmp_path: Path) -> None:
+def test_controller_chaos_random_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """1. Start the cluster of the named-scenarios test with its producers.
     2. Run CHAOS_ROUNDS (default 50) rounds; each SIGKILLs, SIGSTOPs/SIGCONTs or restarts the
     master, a slave, the controller leader, a follower, or the master with the leader, chosen
@@ -65,5 +65,6 @@ def test_controller_chaos_random_rounds(tmp_path: Path) -> None:
     kind, sends ok/failed/unknown and failover times."""
     rounds = int(os.environ.get("CHAOS_ROUNDS", "50"))
     seed = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(1 << 31))))
-    print(f"chaos seed={seed} rounds={rounds}")
-    _run(tmp_path, seed, rounds, None)
+    with capsys.disabled():  # `make test-chaos` shows the rounds and the summary as they come
+        print(f"\nchaos seed={seed} rounds={rounds}")
+        _run(tmp_path, seed, rounds, None)

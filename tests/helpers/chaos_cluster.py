@@ -100,8 +100,18 @@ class RoundResult:
 
     fault: Fault
     victims: tuple[str, ...]
-    failover_s: float | None  # fault -> a new master elected (master faults only)
+    # fault -> a new master elected (master faults only; diverge-master: from the restart of
+    # the slaves, since nobody can be elected while all three are down)
+    failover_s: float | None
     recovery_s: float  # fault -> SyncStateSet {1, 2, 3} again and a SEND_OK after that
+
+    def line(self) -> str:
+        """One line for the run's log."""
+        failover = "-" if self.failover_s is None else f"{self.failover_s:.2f}s"
+        return (
+            f"{self.fault} on {','.join(self.victims)}: failover {failover}, "
+            f"recovered in {self.recovery_s:.2f}s"
+        )
 
 
 @dataclass(slots=True)
@@ -421,7 +431,7 @@ class ChaosRun:
             finally:
                 self._resume(self.brokers[master])
         if fault is Fault.DIVERGE_MASTER:
-            return await self._diverge_master(master, epoch, began)
+            return await self._diverge_master(master, epoch)
         ctl = (
             await self._leader_index() if fault is Fault.KILL_MASTER_AND_CONTROLLER_LEADER else None
         )
@@ -436,7 +446,7 @@ class ChaosRun:
         await asyncio.to_thread(self._start_broker, master)
         return failover
 
-    async def _diverge_master(self, master: int, epoch: int, began: float) -> float | None:
+    async def _diverge_master(self, master: int, epoch: int) -> float | None:
         """Freeze both slaves, let the master append more, SIGKILL all three; restart the
         slaves (one becomes master: the SyncStateSet still holds them) and then the old
         master, which must cut its tail back to the new master's history."""
@@ -458,7 +468,8 @@ class ChaosRun:
             self._paused.discard(self.brokers[b].proc.pid)
         for s in slaves:
             await asyncio.to_thread(self._start_broker, s)
-        failover = await self._wait_failover(master, epoch, began)
+        # Failover counts from the moment the slaves are back (nobody could be elected before).
+        failover = await self._wait_failover(master, epoch, time.monotonic())
         await asyncio.to_thread(self._start_broker, master)
         return failover
 
@@ -531,7 +542,7 @@ class ChaosRun:
             await self.wait_recovered()
             for i in range(rounds):
                 result = await self.run_round(self._pick(faults, i))
-                print(f"round {i + 1}/{rounds}: {result}", flush=True)
+                print(f"round {i + 1}/{rounds}: {result.line()}", flush=True)
         finally:
             self._stop_producers.set()
             async with asyncio.timeout(SEND_TIMEOUT_S * 3):
