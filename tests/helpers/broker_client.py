@@ -130,6 +130,7 @@ class JavaLikeClient:
         props: Mapping[str, str] | None = None,
         reconsume_times: int = 0,
         max_reconsume_times: int | None = None,
+        timeout_s: float = 5.0,
     ) -> RemotingCommand:
         """SEND_MESSAGE_V2 with Java's default properties (``WAIT=true``, a UNIQ_KEY)."""
         all_props = {"UNIQ_KEY": f"UNIQ{next(_ids):028d}", "WAIT": "true"}
@@ -145,7 +146,7 @@ class JavaLikeClient:
             reconsume_times=reconsume_times,
             max_reconsume_times=max_reconsume_times,
         )
-        return await self.call(addr, RequestCode.SEND_MESSAGE_V2, ext, body)
+        return await self.call(addr, RequestCode.SEND_MESSAGE_V2, ext, body, timeout_s=timeout_s)
 
     async def send_batch(
         self, addr: str, topic: str, entries: list[BatchItem], *, queue_id: int = 0

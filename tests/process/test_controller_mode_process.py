@@ -17,23 +17,26 @@ from pathlib import Path
 
 import pytest
 
-from rocketpy.client.admin import AdminClient, ControllerAdminClient, TopicSpec
+from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import RemotingError
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from tests.helpers.broker_client import JavaLikeClient, decode_records
+from tests.helpers.controller_mode import (
+    BROKER_KEYS,
+    SAFE_BROKER_KEYS,
+    SAFE_CONTROLLER_KEYS,
+    broker_addrs,
+    commit_log_bytes,
+    sync_state,
+)
 from tests.helpers.processes import Daemon, start_broker, start_controllers, start_namesrv
 
 pytestmark = pytest.mark.process
 
 CONTROLLER_KEYS = "enableElectUncleanMaster=true\n"
-BROKER_KEYS = (
-    "enableControllerMode=true\nbrokerHeartbeatInterval=200\ncontrollerHeartBeatTimeoutMills=1500\n"
-    "syncBrokerMetadataPeriod=500\ncheckSyncStateSetPeriod=500\nsyncControllerMetadataPeriod=1000\n"
-    "haListenPort=0\n"
-)
 TOPIC = "CtlModeTopic"
 
 
@@ -41,21 +44,11 @@ def _identity(store: Path) -> str:
     return (store / "brokerIdentity").read_text(encoding="utf-8")
 
 
-async def _broker_addrs(ns: str) -> dict[int, str]:
-    admin = AdminClient(ns)
-    try:
-        info = await admin.cluster_info()
-    finally:
-        await admin.close()
-    found = info.brokers.get("broker-a")
-    return dict(found.broker_addrs) if found else {}
-
-
 async def _wait_addrs(ns: str, want: dict[int, str], timeout_s: float) -> float:
     """Wait until the NameServer's broker-a addresses are ``want``; return the seconds taken."""
     began = time.monotonic()
     async with asyncio.timeout(timeout_s):
-        while (got := await _broker_addrs(ns)) != want:
+        while (got := await broker_addrs(ns)) != want:
             del got
             await asyncio.sleep(0.05)
     return time.monotonic() - began
@@ -67,7 +60,7 @@ async def _wait_failover(ns: str, survivors: dict[int, str], timeout_s: float) -
     began = time.monotonic()
     async with asyncio.timeout(timeout_s):
         while True:
-            got = await _broker_addrs(ns)
+            got = await broker_addrs(ns)
             for sid, addr in survivors.items():
                 rest = {k: v for k, v in survivors.items() if k != sid}
                 if got == {0: addr, **rest}:
@@ -77,7 +70,7 @@ async def _wait_failover(ns: str, survivors: dict[int, str], timeout_s: float) -
 
 async def _wait_until_listed(ns: str, broker_id: int, addr: str, timeout_s: float) -> None:
     async with asyncio.timeout(timeout_s):
-        while (await _broker_addrs(ns)).get(broker_id) != addr:
+        while (await broker_addrs(ns)).get(broker_id) != addr:
             await asyncio.sleep(0.05)
 
 
@@ -166,7 +159,7 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         dead_ctl.stop()
         daemons["b1"], b1_again = _start(tmp_path, ns, "b1", ctl_addrs)
         asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
-        listed = asyncio.run(_broker_addrs(ns))
+        listed = asyncio.run(broker_addrs(ns))
         assert listed[0] == new_master, listed
         assert _identity(tmp_path / "b1") == "DefaultCluster#broker-a#1"
         assert not (tmp_path / "b1" / "brokerIdentity-temp").exists()
@@ -187,7 +180,7 @@ async def _never_steals_id_0(ns: str, master: str, back: str, timeout_s: float) 
     """Poll until ``back`` is listed as brokerId 1; every poll must show ``master`` as 0."""
     async with asyncio.timeout(timeout_s):
         while True:
-            got = await _broker_addrs(ns)
+            got = await broker_addrs(ns)
             assert got.get(0) == master, got
             if got.get(1) == back:
                 return
@@ -230,24 +223,7 @@ def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -
         assert namesrv.stop() == 0, namesrv.output()
 
 
-SAFE_CONTROLLER_KEYS = "enableElectUncleanMaster=false\n"
-SAFE_BROKER_KEYS = (
-    "allAckInSyncStateSet=true\nhaSendHeartbeatInterval=300\nhaReconnectInterval=200\n"
-    "slaveTimeout=1000\n"
-)
 QUEUES = 4
-
-
-async def _sync_state(controllers: list[str]) -> tuple[int | None, int, frozenset[int]]:
-    """The controller's (master id, master epoch, SyncStateSet ids) of broker-a."""
-    admin = ControllerAdminClient()
-    try:
-        info = await admin.sync_state_data(controllers[0], ["broker-a"])
-    finally:
-        await admin.close()
-    found = info.replicas_info_table["broker-a"]
-    members = frozenset(r.broker_id for r in found.in_sync_replicas)
-    return found.master_broker_id, found.master_epoch, members
 
 
 async def _wait_sync_state(
@@ -256,21 +232,15 @@ async def _wait_sync_state(
     async with asyncio.timeout(timeout_s):
         while True:
             with contextlib.suppress(RemotingError):
-                got = await _sync_state(controllers)
+                got = await sync_state(controllers)
                 if got[2] == want:
                     return got
             await asyncio.sleep(0.1)
 
 
-def _commit_log(store: Path) -> bytes:
-    """The commit log's bytes up to the last non-zero byte (files are preallocated)."""
-    files = sorted((store / "commitlog").iterdir())
-    return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
-
-
 async def _wait_commit_log(store: Path, want: bytes, timeout_s: float) -> None:
     async with asyncio.timeout(timeout_s):
-        while _commit_log(store) != want:
+        while commit_log_bytes(store) != want:
             await asyncio.sleep(0.1)
 
 
@@ -367,7 +337,7 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
                 daemons[tag].proc.send_signal(signal.SIGCONT)
         took, new_master = asyncio.run(_wait_failover(ns, {2: addrs["b2"], 3: addrs["b3"]}, 10))
         assert took < 5.0, f"failover took {took:.1f} s"
-        master, epoch, _ = asyncio.run(_sync_state(ctl_addrs))
+        master, epoch, _ = asyncio.run(sync_state(ctl_addrs))
         assert master in (2, 3)
         assert epoch == 2
         assert new_master == addrs[f"b{master}"]
@@ -379,7 +349,7 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
         asyncio.run(_wait_until_listed(ns, 1, b1_again, 10))
         asyncio.run(_wait_sync_state(ctl_addrs, frozenset({1, 2, 3}), 20))
         asyncio.run(_send_numbered(new_master, 50))
-        master_log = _commit_log(tmp_path / f"b{master}")
+        master_log = commit_log_bytes(tmp_path / f"b{master}")
         asyncio.run(_wait_commit_log(tmp_path / "b1", master_log, 10))
         assert asyncio.run(_epochs(b1_again)) == asyncio.run(_epochs(new_master)) == [1, 2]
     except BaseException:

@@ -73,14 +73,21 @@ class SyncStateTracker:
         return None
 
     def maybe_shrink(self, now_ms: int, connected: frozenset[int]) -> frozenset[int] | None:
-        """``maybeShrinkSyncStateSet``: drop members that lag or have no connection."""
+        """``maybeShrinkSyncStateSet``: drop members that lag or have no connection; while a
+        proposal is pending, propose the set again unless it equals the committed one."""
         keep = {self.local_id}
         for member in self.effective() - {self.local_id}:
             caught = self.caught_up_ms.get(member, 0)
             if member in connected and now_ms - caught <= self.max_time_not_catchup_ms:
                 keep.add(member)
         new = frozenset(keep)
-        return None if new == self.effective() else self._propose(new)
+        if new == self.sync_state_set:  # also covers "nothing pending, nothing changed"
+            return None
+        # Mirrors checkSyncStateSetAndDoReport: the set goes to the controller again every
+        # period while it differs from the committed one, so a refused or lost report (say
+        # CONTROLLER_BROKER_NOT_ALIVE for a slave whose heartbeat has not arrived yet) is
+        # retried instead of leaving the proposal pending forever (found by the chaos test).
+        return self._propose(new)
 
     def remove(self, slave_id: int) -> frozenset[int] | None:
         """A slave's connection closed: drop it at once (``removeConnection``)."""

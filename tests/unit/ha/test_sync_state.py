@@ -49,6 +49,22 @@ def test_sync_state_shrink_lagging_and_disconnected() -> None:
     assert t.maybe_shrink(17000, frozenset()) == frozenset({1})
 
 
+def test_sync_state_refused_expansion_is_proposed_again() -> None:
+    """1. Set {1}; slave 2 catches up: {1, 2} is proposed; the controller refuses it (the
+    answer never comes, so the proposal stays pending).
+    2. A later report of slave 2. Expected: nothing (2 is in the effective set).
+    3. The periodic check with 2 connected and caught up. Expected: {1, 2} is proposed again;
+    once committed, the check proposes nothing."""
+    t = SyncStateTracker(1, 15000)
+    assert t.maybe_expand(_check(2, 100)) == frozenset({1, 2})
+    assert t.maybe_expand(_check(2, 120)) is None
+    t.update_caught_up(2, 10000)
+    assert t.maybe_shrink(11000, frozenset({2})) == frozenset({1, 2})
+    assert t.effective() == frozenset({1, 2})
+    t.set_sync_state_set(frozenset({1, 2}))
+    assert t.maybe_shrink(11500, frozenset({2})) is None
+
+
 def test_sync_state_confirm_offset() -> None:
     """1. Set {1, 2, 3}; acks 2 -> 500, 3 -> 300; then 3 disconnected; then 3 acked 0.
     Expected: min ack 300; unchanged previous (300) while 3 has no connection (#6662);
