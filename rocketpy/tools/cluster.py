@@ -42,7 +42,9 @@ class Member:
 
 
 @dataclass(frozen=True, slots=True)
-class _Spec:
+class Spec:
+    """One daemon to start: ``python -m <module> -c <conf>``, booted when ``boot`` matches."""
+
     name: str
     role: str
     module: str
@@ -66,9 +68,9 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def _specs(base_port: int, data: Path) -> list[_Spec]:
+def _specs(base_port: int, data: Path) -> list[Spec]:
     specs = [
-        _Spec(
+        Spec(
             "namesrv",
             "namesrv",
             "rocketpy.cli.namesrv",
@@ -91,7 +93,7 @@ def _specs(base_port: int, data: Path) -> list[_Spec]:
 BROKERS = 3
 
 
-def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
+def _broker_specs(base_port: int, data: Path) -> list[Spec]:
     """One broker-set (broker-a) of three replicas in controller mode: the controllers assign
     their ids and elect the master; they replicate with AutoSwitch HA on listenPort + 1 and a
     SEND_OK waits for every member of the SyncStateSet (upstream's quick-start layout)."""
@@ -99,7 +101,7 @@ def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
     for i in range(BROKERS):
         port = base_port + BROKER_PORT_OFFSET + 10 * i if base_port else 0
         specs.append(
-            _Spec(
+            Spec(
                 f"broker-a-n{i}",
                 "broker",
                 "rocketpy.cli.broker",
@@ -126,7 +128,7 @@ def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
     return specs
 
 
-def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
+def _controller_specs(base_port: int, data: Path) -> list[Spec]:
     """A three-node Raft group on 127.0.0.1: 9877-9879 beside a 9876 NameServer, as upstream's
     quick start (free ports when ``base_port`` is 0: the peer list needs every port up front)."""
     ports = (
@@ -134,7 +136,7 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
     )
     peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
     return [
-        _Spec(
+        Spec(
             f"controller-n{i}",
             "controller",
             "rocketpy.cli.controller",
@@ -203,16 +205,31 @@ def _load(directory: Path) -> list[Member]:
 
 def start(directory: Path, base_port: int) -> int:
     """Start a fresh cluster under ``directory``; print the summary. Returns the exit code."""
+    members = launch(directory, _specs(base_port, directory / "data"), "make cluster-stop")
+    if members is None:
+        return 1
+    _print_summary(directory, members)
+    return 0
+
+
+def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] | None:
+    """Start ``specs`` in order under a fresh ``directory`` (``{namesrv}``/``{controllers}``
+    in a conf value become the addresses of the daemons started before it).
+
+    Returns:
+        The started members, or None when a cluster already runs there or a daemon did not
+        boot (what was started is stopped again).
+    """
     running = [m for m in _load(directory) if _alive(m.pid)]
     if running:
-        print(f"a cluster is already running from {directory}; run `make cluster-stop` first")
-        return 1
+        print(f"a cluster is already running from {directory}; run `{stop_hint}` first")
+        return None
     if directory.exists():
         shutil.rmtree(directory)
     (directory / "conf").mkdir(parents=True)
     (directory / "logs").mkdir()
     members: list[Member] = []
-    for spec in _specs(base_port, directory / "data"):
+    for spec in specs:
         conf = directory / "conf" / f"{spec.name}.conf"
         conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
         log = directory / "logs" / f"{spec.name}.out"
@@ -234,11 +251,10 @@ def start(directory: Path, base_port: int) -> int:
             print(f"{spec.name}: {e}")
             _save(directory, members)
             stop(directory)
-            return 1
+            return None
         members.append(Member(spec.name, spec.role, proc.pid, address, str(log)))
         _save(directory, members)
-    _print_summary(directory, members)
-    return 0
+    return members
 
 
 def _save(directory: Path, members: list[Member]) -> None:
