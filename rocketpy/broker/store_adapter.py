@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.config import BrokerConfig, BrokerRole
+from rocketpy.broker.request_gate import release_slot_early
 from rocketpy.broker.store_api import (
     ArrivalListener,
     GetMessageStatus,
@@ -272,6 +273,7 @@ class MessageStoreAdapter:
         if ha is None or result.status is not PutMessageStatus.PUT_OK:
             return result
         end = appended.wrote_offset + appended.wrote_bytes
+        release_slot_early()  # the append is done; waiting for slaves holds no send slot
         replica = await ha.handle_ha(end, wait_store=stored[0].wait_store)
         if replica is ReplicaStatus.PUT_OK:
             return result
