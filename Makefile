@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master bench bench-namesrv bench-store bench-controller bench-ha analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-namesrv bench-store bench-controller bench-ha analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -90,6 +90,16 @@ cluster-kill-master: $(STAMP)
 cluster-stop: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster stop --dir "$(CLUSTER_DIR)"
 
+# Classic master/slave (no controller): LAYOUT=2m-noslave|2m-2s-async|2m-2s-sync from conf/<layout>/.
+CLUSTER_CLASSIC_DIR ?= $(CURDIR)/.cluster-classic
+LAYOUT ?= 2m-2s-async
+BASE_PORT ?= 9876
+cluster-classic: $(STAMP)
+	$(PY) -m rocketpy.tools.cluster_classic start --layout $(LAYOUT) --dir "$(CLUSTER_CLASSIC_DIR)" --base-port $(BASE_PORT)
+
+cluster-classic-stop: $(STAMP)
+	$(PY) -m rocketpy.tools.cluster_classic stop --dir "$(CLUSTER_CLASSIC_DIR)"
+
 bench-namesrv: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_namesrv $(BENCH_ARGS)
 
@@ -115,5 +125,9 @@ bench-controller: $(STAMP)
 bench-ha: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_ha $(BENCH_ARGS)
 
+# 2m-noslave vs 2m-2s-async vs 2m-2s-sync producer throughput in one run, with the ratios.
+bench-ha-classic: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_ha_classic $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .cluster .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .cluster .cluster-classic .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info

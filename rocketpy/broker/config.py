@@ -163,6 +163,9 @@ class BrokerConfig(RocketSettings):
     short_polling_time_mills: int = Field(1_000, alias="shortPollingTimeMills", ge=1)
     long_polling_check_interval_ms: int = Field(5_000, alias="longPollingCheckInterval", ge=10)
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    #: rocketpy key: how often a slave copies its master's metadata (``SlaveSynchronize``;
+    #: upstream 5.x fixes it at 10 s); tests shorten it.
+    slave_synchronize_interval_ms: int = Field(10_000, alias="slaveSynchronizeIntervalMs", ge=10)
     channel_expired_timeout_ms: int = Field(120_000, alias="channelExpiredTimeout", ge=1)
     client_scan_interval_ms: int = Field(10_000, alias="clientChannelScanInterval", ge=10)
     rebalance_lock_max_live_time_ms: int = Field(
@@ -186,6 +189,11 @@ class BrokerConfig(RocketSettings):
     max_index_num: int = Field(20_000_000, alias="maxIndexNum", ge=2)
     max_msgs_num_batch: int = Field(64, alias="maxMsgsNumBatch", ge=1)
     default_query_max_num: int = Field(32, alias="defaultQueryMaxNum", ge=1)
+    #: Percent of physical memory a pull may lag behind the CommitLog end and still count as
+    #: served from the page cache; beyond it a master with ``slaveReadEnable`` suggests the slave.
+    access_message_in_memory_max_ratio: int = Field(
+        40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100
+    )
 
     # -- metrics: upstream's Prometheus exporter keys, plus rocketpy's metrics dumps
     metrics_exporter_type: MetricsExporterType = Field(

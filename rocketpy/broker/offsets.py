@@ -82,6 +82,16 @@ class ConsumerOffsetManager:
         if self._dirty:
             await self.persist()
 
+    def merge_from_master(self, table: ConsumerOffsetTable) -> None:
+        """Slave metadata sync (``syncConsumerOffset``, 5.x): ``offsetTable.putAll`` of the
+        master's table (the master wins for its keys; keys only committed here stay) and the
+        master's DataVersion."""
+        for key, queues in table.offset_table.items():
+            self._offsets[key] = dict(queues)
+        if table.data_version is not None:
+            self._data_version = table.data_version
+        self._dirty = True
+
     # -- commits and queries
 
     def commit_offset(self, peer: str, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
@@ -19,6 +21,23 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
 
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+#: Gives back the slot the running request holds (None outside a gated request, or once given).
+_held_slot: ContextVar[Callable[[], None] | None] = ContextVar("request_gate_slot", default=None)
+
+
+def release_slot_early() -> None:
+    """Give back the current request's slot before a wait that needs no worker.
+
+    Upstream's send thread returns as soon as the append is done and the SYNC_MASTER reply is
+    written when the replication future completes (``asyncPutMessage`` + ``handleHA``), so the
+    thread pool bounds appends, not replication waits. The request task calls this before
+    waiting for slave acks; the in-flight cap per connection still bounds the waiters.
+    """
+    release = _held_slot.get()
+    if release is not None:
+        _held_slot.set(None)
+        release()
 
 
 class RequestGate:
@@ -91,9 +110,19 @@ def gated(gate: RequestGate, processor: Processor) -> Processor:
 
     async def run(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         await gate.acquire()
+        held = True
+
+        def release_once() -> None:
+            nonlocal held
+            if held:
+                held = False
+                gate.release()
+
+        token = _held_slot.set(release_once)
         try:
             return await processor(ctx, request)
         finally:
-            gate.release()
+            _held_slot.reset(token)
+            release_once()
 
     return run

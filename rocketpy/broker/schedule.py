@@ -146,6 +146,14 @@ class ScheduleMessageService:
         """Write ``delayOffset.json``."""
         await self._file.persist(self.snapshot())
 
+    async def apply_synced(self, table: DelayOffsetTable) -> None:
+        """Slave metadata sync (``syncDelayOffset`` + ``loadWhenSyncDelayOffset``): the
+        master's progress replaces ours and is written to ``delayOffset.json``."""
+        self._offsets = dict(table.offset_table)
+        if table.data_version is not None:
+            self._data_version = table.data_version
+        await self.persist()
+
     async def start(self) -> None:
         """Start one delivery loop per level and the periodic persist."""
         self._stop.clear()

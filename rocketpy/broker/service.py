@@ -44,6 +44,7 @@ from rocketpy.broker.replicas_manager import ReplicasManager, build_replicas_man
 from rocketpy.broker.role_handler import RoleHandler
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
+from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -269,6 +270,15 @@ class BrokerService:
         # dispatches into the registry: a NameServer's oneway 905 arrives on this connection
         self._client = RemotingClient(registry=self.registry, name=f"{config.broker_name}/outer")
         self.outer = BrokerOuterAPI(self._client, timeout_ms=config.register_broker_timeout_ms)
+        self.slave_sync = SlaveSynchronize(
+            self._client,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            delay_offsets=self.schedule,
+            self_addr=lambda: self.address,
+            clock=clock,
+        )
 
     # -- properties ------------------------------------------------------------------------
 
@@ -383,6 +393,12 @@ class BrokerService:
         for task in (
             self._tasks.spawn(self._register_loop(), name=f"{name}/register"),
             self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta"),
+            self._tasks.spawn(
+                self.slave_sync.run(
+                    self._stop, lambda: self.runtime.is_slave, cfg.slave_synchronize_interval_ms
+                ),
+                name=f"{name}/slave-sync",
+            ),
         ):
             task.add_done_callback(self._critical)
         self._tasks.spawn(
@@ -499,6 +515,8 @@ class BrokerService:
                 self._follow_controller_master(result.ha_server_addr, result.master_addr)
             else:
                 self._learn_master_ha_address(result.ha_server_addr)
+            if self.runtime.is_slave:
+                self.slave_sync.set_master_addr(result.master_addr)
 
     def _learn_master_ha_address(self, ha_server_addr: str | None) -> None:
         """A slave without ``haMasterAddress`` follows the NameServer's ``haServerAddr``

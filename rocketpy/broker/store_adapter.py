@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
 import struct
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.config import BrokerConfig, BrokerRole
+from rocketpy.broker.request_gate import release_slot_early
 from rocketpy.broker.store_api import (
     ArrivalListener,
     GetMessageStatus,
@@ -45,6 +47,7 @@ from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
     INT32,
     INT64,
+    PHYSICAL_OFFSET_POS,
     SYSFLAG_POS,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -90,6 +93,21 @@ def record_store_timestamp(raw: bytes) -> int:
     born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
     (ts,) = INT64.unpack_from(raw, _BORN_HOST_POS + born_len)
     return int(ts)
+
+
+def total_physical_memory() -> int:
+    """``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`` (0 when the platform cannot tell)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def suggest_pulling_from_slave(max_phy_offset: int, pulled_phy_offset: int, limit: int) -> bool:
+    """``DefaultMessageStore.getMessage``: the read is "far behind" (likely not in the page
+    cache) when the CommitLog end is more than ``limit`` bytes past the last record pulled;
+    ``limit`` = physical memory x ``accessMessageInMemoryMaxRatio`` / 100."""
+    return max_phy_offset - pulled_phy_offset > limit
 
 
 def _to_store(msg: MessageToStore) -> StoreMessage:
@@ -168,6 +186,9 @@ class MessageStoreAdapter:
         #: broker owns its life cycle (it is built once the epoch file is open).
         self.auto_ha: AutoSwitchHAService | None = None
         self._bind_address = broker.bind_address
+        self._in_memory_limit = (
+            total_physical_memory() * broker.access_message_in_memory_max_ratio // 100
+        )
         if ha is not None and not broker.enable_controller_mode:
             self.ha = DefaultHAService(
                 self.store,
@@ -252,6 +273,7 @@ class MessageStoreAdapter:
         if ha is None or result.status is not PutMessageStatus.PUT_OK:
             return result
         end = appended.wrote_offset + appended.wrote_bytes
+        release_slot_early()  # the append is done; waiting for slaves holds no send slot
         replica = await ha.handle_ha(end, wait_store=stored[0].wait_store)
         if replica is ReplicaStatus.PUT_OK:
             return result
@@ -280,12 +302,19 @@ class MessageStoreAdapter:
             max_size=max_total_bytes,
             tags_codes=tags_codes,
         )
+        far_behind = False
+        if r.records:
+            (pulled,) = INT64.unpack_from(r.records[-1], PHYSICAL_OFFSET_POS)
+            far_behind = suggest_pulling_from_slave(
+                self.store.commit_log.max_offset, pulled, self._in_memory_limit
+            )
         return GetResult(
             status=GetMessageStatus(r.status.value),
             next_begin_offset=r.next_begin_offset,
             min_offset=r.min_offset,
             max_offset=r.max_offset,
             records=r.records,
+            suggest_pulling_from_slave=far_behind,
         )
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -104,6 +104,14 @@ class SubscriptionGroupManager:
         """Write ``subscriptionGroup.json``."""
         await self._file.persist(self.snapshot())
 
+    def replace_from_master(self, table: SubscriptionGroupTable) -> None:
+        """Slave metadata sync (``syncSubscriptionGroupConfig``, 5.x): the table, forbidden
+        table and DataVersion become the master's."""
+        self._table = dict(table.subscription_group_table)
+        self._forbidden = dict(table.forbidden_table)
+        self._data_version = table.data_version
+        self._on_change()
+
     @property
     def table(self) -> Mapping[str, SubscriptionGroupConfig]:
         """A read-only view of the table."""

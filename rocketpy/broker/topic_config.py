@@ -175,6 +175,14 @@ class TopicConfigManager:
         change, ``getDataVersion().nextVersion(masterEpoch)``); persists and re-registers."""
         self._changed()
 
+    def replace_from_master(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        """Slave metadata sync (``SlaveSynchronize.syncTopicConfig``, 5.x): the table and its
+        DataVersion become the master's, topics the master lacks are removed; the change is
+        persisted and registered like any other, under the master's version."""
+        self._table = dict(wrapper.topic_config_table)
+        self._data_version = wrapper.data_version
+        self._on_change()
+
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int, peer: str
     ) -> TopicConfig | None:

@@ -23,6 +23,7 @@ from rocketpy.client.route_cache import TopicRouteCache
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, RequestTimeout
+from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.remoting.protocol.body.heartbeat import ConsumerData, HeartbeatData, encode_heartbeat
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
@@ -72,6 +73,9 @@ class ClientInstance:
         self.remoting = RemotingClient(registry=self.registry, name=f"{name}/{self.client_id}")
         self.routes = TopicRouteCache(self.remoting, namesrv_addr, timeout_s=request_timeout_s)
         self.tasks = TaskSet(f"{name}/{self.client_id}")
+        #: ``PullAPIWrapper.pullFromWhichNodeTable``: queue -> the broker id the last pull
+        #: response suggested (``suggestWhichBrokerId``); absent means the master.
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.stop_event = asyncio.Event()
         self.producer_groups: tuple[str, ...] = ()
         self.consumer_data: Callable[[], tuple[ConsumerData, ...]] = tuple

@@ -21,6 +21,7 @@ from rocketpy.client.codec import (
 )
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, message_ext_from_record
+from rocketpy.client.route_cache import MASTER_ID
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, RemoteError
 from rocketpy.common.javahash import java_string_hash
@@ -121,6 +122,8 @@ async def pull_message(
     if status is None:
         raise RemoteError.for_code(response.code, response.remark or "")
     rext = response.ext_fields or {}
+    # processPullResponse -> updatePullFromWhichNode: the next pull goes where the broker says
+    client.pull_from_which_node[mq] = int(rext.get("suggestWhichBrokerId", MASTER_ID))
     min_offset = int(rext.get("minOffset", 0))
     max_offset = int(rext.get("maxOffset", 0))
     msgs: list[MessageExt] = []
@@ -152,6 +155,25 @@ def broker_addr(client: ClientInstance, mq: MessageQueue) -> str:
     if addr is None:
         raise ClientError(f"The broker[{mq.broker_name}] not exist")
     return addr
+
+
+def pull_addr(client: ClientInstance, mq: MessageQueue) -> tuple[str, bool]:
+    """Where to pull ``mq`` now and whether that broker is a slave.
+
+    ``recalculatePullFromWhichNode`` + ``findBrokerAddressInSubscribe(name, id, false)``: the
+    broker id the last response suggested (the master at first) if the route has it, else the
+    master, else any replica. A pull sent to a slave must not carry COMMIT_OFFSET
+    (``pullKernelImpl`` clears the flag).
+
+    Raises:
+        ClientError: the broker name is not in any fetched route.
+    """
+    wanted = client.pull_from_which_node.get(mq, MASTER_ID)
+    addrs = client.routes.brokers.get(mq.broker_name, {})
+    if wanted in addrs:
+        return addrs[wanted], wanted != MASTER_ID
+    addr = broker_addr(client, mq)
+    return addr, addr != addrs.get(MASTER_ID)
 
 
 async def query_consumer_offset(client: ClientInstance, group: str, mq: MessageQueue) -> int:

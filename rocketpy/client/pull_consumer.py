@@ -16,6 +16,7 @@ from rocketpy.client.pull_api import (
     PullResult,
     broker_addr,
     build_subscription,
+    pull_addr,
     pull_message,
     query_consumer_offset,
     queue_offset,
@@ -111,9 +112,11 @@ class PullConsumer:
         self._client.check_started()
         sub = build_subscription(queue.topic, expression, version=0)
         flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if block_s > 0 else 0)
+        await self._addr(queue)
+        addr, _slave = pull_addr(self._client, queue)  # no COMMIT_OFFSET is ever sent here
         return await pull_message(
             self._client,
-            await self._addr(queue),
+            addr,
             self.group,
             queue,
             offset,

@@ -31,6 +31,7 @@ from rocketpy.client.pull_api import (
     PullStatus,
     broker_addr,
     build_subscription,
+    pull_addr,
     pull_message,
     query_consumer_offset,
     queue_offset,
@@ -400,9 +401,12 @@ class PushConsumer:
             commit = self._offsets.read(mq)
             flag = FLAG_SUSPEND | (FLAG_COMMIT_OFFSET if commit > 0 else 0)
             try:
+                addr, slave = pull_addr(self._client, mq)
+                if slave:
+                    flag &= ~FLAG_COMMIT_OFFSET
                 result = await pull_message(
                     self._client,
-                    broker_addr(self._client, mq),
+                    addr,
                     self.group,
                     mq,
                     pq.next_offset,

@@ -45,7 +45,9 @@ class Member:
 
 
 @dataclass(frozen=True, slots=True)
-class _Spec:
+class Spec:
+    """One daemon to start: ``python -m <module> -c <conf>``, booted when ``boot`` matches."""
+
     name: str
     role: str
     module: str
@@ -75,14 +77,14 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def _specs(base_port: int, data: Path, *, embedded: bool = False) -> list[_Spec]:
+def _specs(base_port: int, data: Path, *, embedded: bool = False) -> list[Spec]:
     if embedded:
         specs = _embedded_specs(base_port, data)
         if _has_module("rocketpy.cli.broker"):
             specs += _broker_specs(base_port, data)
         return specs
     specs = [
-        _Spec(
+        Spec(
             "namesrv",
             "namesrv",
             "rocketpy.cli.namesrv",
@@ -105,7 +107,7 @@ def _specs(base_port: int, data: Path, *, embedded: bool = False) -> list[_Spec]
 BROKERS = 3
 
 
-def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
+def _broker_specs(base_port: int, data: Path) -> list[Spec]:
     """One broker-set (broker-a) of three replicas in controller mode: the controllers assign
     their ids and elect the master; they replicate with AutoSwitch HA on listenPort + 1 and a
     SEND_OK waits for every member of the SyncStateSet (upstream's quick-start layout)."""
@@ -113,7 +115,7 @@ def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
     for i in range(BROKERS):
         port = base_port + BROKER_PORT_OFFSET + 10 * i if base_port else 0
         specs.append(
-            _Spec(
+            Spec(
                 f"broker-a-n{i}",
                 "broker",
                 "rocketpy.cli.broker",
@@ -140,7 +142,7 @@ def _broker_specs(base_port: int, data: Path) -> list[_Spec]:
     return specs
 
 
-def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
+def _controller_specs(base_port: int, data: Path) -> list[Spec]:
     """A three-node Raft group on 127.0.0.1: 9877-9879 beside a 9876 NameServer, as upstream's
     quick start (free ports when ``base_port`` is 0: the peer list needs every port up front)."""
     ports = (
@@ -148,7 +150,7 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
     )
     peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
     return [
-        _Spec(
+        Spec(
             f"controller-n{i}",
             "controller",
             "rocketpy.cli.controller",
@@ -165,7 +167,7 @@ def _controller_specs(base_port: int, data: Path) -> list[_Spec]:
     ]
 
 
-def _embedded_specs(base_port: int, data: Path) -> list[_Spec]:
+def _embedded_specs(base_port: int, data: Path) -> list[Spec]:
     """Three NameServers, each with an embedded controller: n0 on 9876 (controller 9877), n1 on
     9886 (9887), n2 on 9896 (9897); free ports when ``base_port`` is 0."""
     if base_port:
@@ -175,7 +177,7 @@ def _embedded_specs(base_port: int, data: Path) -> list[_Spec]:
         ns_ports, peer_ports = [0] * CONTROLLERS, free_ports(CONTROLLERS)
     peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(peer_ports))
     return [
-        _Spec(
+        Spec(
             f"namesrv-n{i}",
             "namesrv",
             "rocketpy.cli.namesrv",
@@ -249,16 +251,32 @@ def _load(directory: Path) -> list[Member]:
 
 def start(directory: Path, base_port: int, *, embedded: bool = False) -> int:
     """Start a fresh cluster under ``directory``; print the summary. Returns the exit code."""
+    specs = _specs(base_port, directory / "data", embedded=embedded)
+    members = launch(directory, specs, "make cluster-stop")
+    if members is None:
+        return 1
+    _print_summary(directory, members)
+    return 0
+
+
+def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] | None:
+    """Start ``specs`` in order under a fresh ``directory`` (``{namesrv}``/``{controllers}``
+    in a conf value become the addresses of the daemons started before it).
+
+    Returns:
+        The started members, or None when a cluster already runs there or a daemon did not
+        boot (what was started is stopped again).
+    """
     running = [m for m in _load(directory) if _alive(m.pid)]
     if running:
-        print(f"a cluster is already running from {directory}; run `make cluster-stop` first")
-        return 1
+        print(f"a cluster is already running from {directory}; run `{stop_hint}` first")
+        return None
     if directory.exists():
         shutil.rmtree(directory)
     (directory / "conf").mkdir(parents=True)
     (directory / "logs").mkdir()
     members: list[Member] = []
-    for spec in _specs(base_port, directory / "data", embedded=embedded):
+    for spec in specs:
         conf = directory / "conf" / f"{spec.name}.conf"
         conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
         log = directory / "logs" / f"{spec.name}.out"
@@ -285,11 +303,10 @@ def start(directory: Path, base_port: int, *, embedded: bool = False) -> int:
             print(f"{spec.name}: {e}")
             _save(directory, [*members, started[0]])
             stop(directory)
-            return 1
+            return None
         members += started
         _save(directory, members)
-    _print_summary(directory, members)
-    return 0
+    return members
 
 
 def _save(directory: Path, members: list[Member]) -> None:

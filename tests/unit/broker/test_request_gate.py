@@ -6,9 +6,12 @@ import asyncio
 
 import pytest
 
-from rocketpy.broker.request_gate import RequestGate
+from rocketpy.broker.request_gate import RequestGate, gated, release_slot_early
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.dispatch import RequestContext
+from tests.unit.broker.support import FakeChannel
 
 
 async def test_request_gate_overload_and_slow_queue() -> None:
@@ -30,4 +33,47 @@ async def test_request_gate_overload_and_slow_queue() -> None:
         with pytest.raises(RemoteError, match="TIMEOUT_CLEAN_QUEUE"):
             await second
         await gate.acquire()
+        gate.release()
+
+
+def _named(name: str) -> RemotingCommand:
+    return RemotingCommand.request(0, {"name": name})
+
+
+async def test_request_gate_slot_released_early_admits_next_request() -> None:
+    """1. A gate with one slot wraps a processor that, for request A, calls release_slot_early
+    and then waits for an event (a SYNC_MASTER send waiting for its slave ack). 2. Start A, then
+    run B. 3. Set the event.
+    Expected: B runs to completion while A still waits (A no longer holds the slot); after A
+    ends the gate has exactly one free slot (the early release is not repeated), and outside a
+    gated request release_slot_early does nothing."""
+    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+    acked = asyncio.Event()
+    done: list[str] = []
+
+    async def processor(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        name = (request.ext_fields or {})["name"]
+        if name == "A":
+            release_slot_early()
+            await acked.wait()
+        done.append(name)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    run = gated(gate, processor)
+    ctx = RequestContext(channel=FakeChannel("127.0.0.1:1"))
+    async with asyncio.timeout(5):
+        first = asyncio.create_task(run(ctx, _named("A")))
+        await asyncio.sleep(0)  # let A take the slot and give it back
+        await run(ctx, _named("B"))
+        assert done == ["B"]
+        acked.set()
+        await first
+        assert done == ["B", "A"]
+        release_slot_early()
+        await gate.acquire()
+        extra = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        assert gate.waiting == 1  # only one slot existed
+        gate.release()
+        await extra
         gate.release()
