@@ -14,15 +14,17 @@ pytestmark = pytest.mark.process
 
 
 def test_namesrv_boots_fast_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """1. Start bin/mqnamesrv on port 0. 2. Boot line within 1 s with the real port.
-    3. SIGTERM -> exit 0 and the JSON log file has the stop phases."""
+    """1. Start bin/mqnamesrv on port 0. 2. Boot line with the real port, within 5 s (about
+    0.3 s on an idle machine; the bound catches a heavy import creeping into the boot path
+    without failing on a loaded CI machine). 3. SIGTERM -> exit 0 and the JSON log file has
+    the stop phases."""
     started = time.monotonic()
     daemon, addr = start_namesrv(tmp_path)
     boot_s = time.monotonic() - started
     try:
         assert addr.startswith("127.0.0.1:")
         assert int(addr.rsplit(":", 1)[1]) > 0
-        assert boot_s < 1.0, f"boot took {boot_s:.2f} s"
+        assert boot_s < 5.0, f"boot took {boot_s:.2f} s"
     finally:
         assert daemon.stop() == 0, daemon.output()
     log = (tmp_path / "logs" / "namesrv.log").read_text()
