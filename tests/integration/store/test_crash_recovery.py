@@ -130,8 +130,10 @@ async def _crash_loop(tmp_path: Path, kills: int) -> None:
         for _ in range(kills):
             for wrote, queue_offset in await zygote.run_and_kill(rng):
                 acked[queue_offset] = wrote
-            # Leave ``abort`` in place: the next start is an abnormal recovery.
-            await _verify(tmp_path, acked)
+            # Leave ``abort`` in place: the next start is an abnormal recovery. The deadline
+            # turns a hang into a traceback at the await that hung.
+            async with asyncio.timeout(120):
+                await _verify(tmp_path, acked)
             config(tmp_path).abort_path.write_text("crashed")
     finally:
         await zygote.stop()
