@@ -167,3 +167,20 @@ def test_spark_parquet_partitioned_by_date_and_broker(report: Any, spark: Any) -
     assert (out / "date=2023-11-14" / "broker=broker-b").is_dir()
     back = spark.read.parquet(str(out))
     assert back.count() == report.result.tables["broker_throughput"].count()
+
+
+def test_spark_failover_gap_from_window_bounds_alone(
+    spark: Any, scenario: Any, tmp_path: Path
+) -> None:
+    """1. Run the job over the same dumps with 5 s windows: no window now holds puts on both
+    sides of the role change (35.5 s; puts stop at 30 s and resume at 37 s), so the gap comes
+    from the per-window first/last put times without reading any record again.
+    Expected: the same gap as with 10 s windows (start 30 s, end 36 s, 6000 ms)."""
+    from analytics.throughput import run  # noqa: PLC0415 - needs pyspark
+
+    _, root = scenario
+    result = run(spark, [str(root)], tmp_path, 5000).result
+    (failover,) = [f for f in result.failovers if f.get("gap_ms") is not None]
+    assert failover["gap_start_ms"] == START + 30_000
+    assert failover["gap_end_ms"] == START + 36_000
+    assert failover["gap_ms"] == 6000
