@@ -91,13 +91,18 @@ def with_quantile(
     df: DataFrame, name: str, q: float, *, counts: str, cum: str, max_col: str, bounds: list[float]
 ) -> DataFrame:
     """Adds column ``name``: :func:`analytics.histogram.quantile` of array column ``counts``
-    (running sums in ``cum``), as plain Spark SQL in a few projections (no UDF)."""
+    (running sums in ``cum``), as plain Spark SQL in a few projections (no UDF, and no
+    higher-order function either: those run interpreted, these get generated code)."""
     b = F.array(*(F.lit(float(x)) for x in bounds))
     total = F.element_at(F.col(cum), -1)
     rank = F.lit(q) * total
-    k = F.array_position(
-        F.zip_with(F.col(cum), F.col(counts), lambda c, n: (c >= rank) & (n > 0)), True
-    ).cast("int")
+    k = F.coalesce(
+        *(
+            F.when((F.get(F.col(cum), i) >= rank) & (F.get(F.col(counts), i) > 0), F.lit(i + 1))
+            for i in range(len(bounds) + 1)
+        ),
+        F.lit(0),
+    )
     df = df.withColumn("_k", F.when(total > 0, k))
     lo = F.when(F.col("_k") == 1, F.lit(0.0)).otherwise(F.element_at(b, F.col("_k") - 1))
     df = df.withColumn("_lo", F.when(F.col("_k") > 0, lo))
@@ -127,10 +132,11 @@ def merged_counts(col: str, slots: int) -> Column:
 
 def with_percentiles(merged: DataFrame, bounds: list[float]) -> DataFrame:
     """Adds ``sends``, ``p50_ms``, ``p99_ms`` to rows with merged ``lat_counts`` and ``max_ms``."""
-    cum = F.expr(
-        "transform(lat_counts, "
-        "(x, i) -> aggregate(slice(lat_counts, 1, i + 1), 0L, (a, y) -> a + y))"
-    )
+    slot = [F.get(F.col("lat_counts"), i) for i in range(len(bounds) + 1)]
+    running = [slot[0]]
+    for x in slot[1:]:
+        running.append(running[-1] + x)
+    cum = F.array(*running)
     merged = merged.withColumn("lat_cum", cum).withColumn("sends", F.element_at("lat_cum", -1))
     for name, q in (("p50_ms", 0.5), ("p99_ms", 0.99)):
         merged = with_quantile(
