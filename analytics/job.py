@@ -42,6 +42,10 @@ class JobResult:
     #: Everything this run cached (unpersist when done).
     cached: list[DataFrame] = field(default_factory=list)
     failovers: list[dict[str, Any]] = field(default_factory=list)
+    #: Successful controller elections (from controller dumps), oldest first.
+    elections: list[dict[str, Any]] = field(default_factory=list)
+    #: Controller records read (not counted in ``records``).
+    controller_records: int = 0
     epoch_bumps: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -60,11 +64,15 @@ def read_dumps(spark: SparkSession, inputs: list[str]) -> DataFrame:
     )
 
 
+def _is_controller() -> Column:
+    return F.coalesce(F.col("node.type") == "controller", F.lit(False))
+
+
 def _is_bad() -> Column:
     return (
         F.col(CORRUPT_COLUMN).isNotNull()
         | F.col("ts").isNull()
-        | F.col("node.brokerName").isNull()
+        | (F.col("node.brokerName").isNull() & ~_is_controller())
         | (F.col("version") != 1)
         | F.col("version").isNull()
     )
@@ -172,7 +180,8 @@ def _bounds(spark: SparkSession, inputs: list[str]) -> list[float]:
 
 _FACT = (
     "kind STRING, k1 STRING, k2 STRING, kid BIGINT, w BIGINT, v0 BIGINT, v1 BIGINT, v2 BIGINT, "
-    "v3 BIGINT, v4 BIGINT, lat ARRAY<BIGINT>, vmax DOUBLE, ts BIGINT, iv BIGINT"
+    "v3 BIGINT, v4 BIGINT, lat ARRAY<BIGINT>, vmax DOUBLE, ts BIGINT, iv BIGINT, cl STRING, "
+    "bk STRING"
 )
 _FIELDS = [f.split(" ", 1) for f in _FACT.split(", ")]
 
@@ -189,7 +198,9 @@ def _fact(kind: str, **cols: Column) -> Column:
 def _facts(window_ms: int) -> Column:
     """Every fact one record contributes: its broker totals, latency and put activity (``b``;
     ``ts`` only when it has puts), topics (``t``), consumer lags (``l``), slaves (``s``), its
-    master epoch and file (``e``) and role changes (``v``); a bad line contributes ``x``."""
+    master epoch and file (``e``) and role changes (``v``); a controller record contributes
+    ``k`` and its successful elections (``c``, keyed by the elected broker group); a bad line
+    contributes ``x``."""
     w = F.floor(F.col("ts") / window_ms) * window_ms
     bid, ts = F.col("node.brokerId"), F.col("ts")
     d = [F.coalesce(F.col(f"totals.{c}"), F.lit(0)) for c in _DELTA_COLS]
@@ -219,17 +230,35 @@ def _facts(window_ms: int) -> Column:
                         v0=e["masterEpoch"], ts=ts),
     )  # fmt: skip
     good = F.concat(one, topics, lags, slaves, events)
-    return F.when(F.col("_bad"), F.array(_fact("x"))).otherwise(good)
+    elections = F.transform(
+        F.filter(
+            F.coalesce(F.col("events"), F.array()),
+            lambda e: (e["type"] == "ELECTION") & (e["result"] == "SUCCESS"),
+        ),
+        lambda e: _fact("c", cl=F.coalesce(e["cluster"], F.lit("")), bk=e["brokerName"],
+                        k1=F.col("node.controllerId"), kid=e["masterBrokerId"], w=e["ts"],
+                        v0=e["masterEpoch"], ts=ts),
+    )  # fmt: skip
+    controller = F.concat(F.array(_fact("k")), elections)
+    return (
+        F.when(F.col("_bad"), F.array(_fact("x")))
+        .when(_is_controller(), controller)
+        .otherwise(good)
+    )
 
 
 def _aggregate(spark: SparkSession, inputs: list[str], window_ms: int, slots: int) -> DataFrame:
     """The single pass: parse, explode facts, one aggregation by fact key."""
     raw = read_dumps(spark, inputs).withColumn("_bad", _is_bad())
     facts = raw.select(
-        F.coalesce(F.col("node.cluster"), F.lit("")).alias("cluster"),
-        F.col("node.brokerName").alias("broker"),
+        F.coalesce(F.col("node.cluster"), F.lit("")).alias("_cluster"),
+        F.col("node.brokerName").alias("_broker"),
         F.explode(_facts(window_ms)).alias("f"),
-    ).select("cluster", "broker", "f.*")
+    ).select(
+        F.coalesce("f.cl", "_cluster").alias("cluster"),
+        F.coalesce("f.bk", "_broker").alias("broker"),
+        "f.*",
+    )
     return facts.groupBy("kind", "cluster", "broker", "k1", "k2", "kid", "w").agg(
         F.count(F.lit(1)).alias("cnt"),
         *(F.sum(f"v{i}").alias(f"s{i}") for i in range(4)),
@@ -252,6 +281,7 @@ def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult
     agg = agg.persist(StorageLevel.MEMORY_AND_DISK)
     counts = {r["kind"]: r["n"] for r in agg.groupBy("kind").agg(F.sum("cnt").alias("n")).collect()}
     result = JobResult(records=counts.get("b", 0), corrupt=counts.get("x", 0), bounds=bounds)
+    result.controller_records = counts.get("k", 0)
     result.cached.append(agg)
 
     def kind(name: str) -> DataFrame:
@@ -303,9 +333,33 @@ def compute(spark: SparkSession, inputs: list[str], window_ms: int) -> JobResult
         for r in kind("v").collect()
         for _ in range(r["cnt"])
     ]  # fmt: skip
+    result.elections = sorted(
+        (
+            {"cluster": r["cluster"], "broker": r["broker"], "event_ts": r["window_ms"],
+             "controller_id": r["k1"], "master_broker_id": r["kid"], "master_epoch": r["last0"]}
+            for r in kind("c").collect()
+        ),
+        key=lambda e: e["event_ts"],
+    )  # fmt: skip
     activity = kind("b").filter(F.col("min_ts").isNotNull())
     result.failovers = _failovers(spark, activity, changes, files, window_ms)
+    _attach_elections(result.failovers, result.elections)
     return result
+
+
+def _attach_elections(changes: list[dict[str, Any]], elections: list[dict[str, Any]]) -> None:
+    """Each role change to master gets the controller election that made it (same broker group,
+    broker id and master epoch): ``election_ts`` and ``controller_id``, None without one (classic
+    mode, or no controller dumps among the inputs)."""
+    by_key = {
+        (e["cluster"], e["broker"], e["master_broker_id"], e["master_epoch"]): e for e in elections
+    }
+    for c in changes:
+        if c["to_role"] not in MASTER_ROLES:
+            continue
+        e = by_key.get((c["cluster"], c["broker"], c["broker_id"], c["master_epoch"]))
+        c["election_ts"] = e["event_ts"] if e else None
+        c["controller_id"] = e["controller_id"] if e else None
 
 
 def _epoch_bumps(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:

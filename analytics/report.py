@@ -110,6 +110,8 @@ def write_summary(
         "gap_start_ms",
         "gap_end_ms",
         "gap_ms",
+        "election_ts",
+        "controller_id",
     )
     with (output / "failovers.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fo_fields, extrasaction="ignore")
@@ -140,8 +142,8 @@ def _markdown(
     lines = [
         "# Throughput report",
         "",
-        f"Records read: {result.records:,}; corrupt lines skipped: {result.corrupt:,}. "
-        "Times are UTC.",
+        f"Records read: {result.records:,} broker, {result.controller_records:,} controller; "
+        f"corrupt lines skipped: {result.corrupt:,}. Times are UTC.",
         "",
         "## Per cluster, broker and topic",
         "",
@@ -165,6 +167,13 @@ def _markdown(
                 f"{_utc(f.get('gap_start_ms'))} | {_utc(f.get('gap_end_ms'))} | "
                 f"{_fmt(gap / 1000 if gap is not None else None)} |"
             )
+    if result.elections:
+        lines += ["", "Controller elections (successful):", ""]
+        lines += [
+            f"- {_utc(e['event_ts'])} {e['cluster']}/{e['broker']}: master id "
+            f"{e['master_broker_id']}, epoch {e['master_epoch']} (controller {e['controller_id']})"
+            for e in result.elections
+        ]
     if result.epoch_bumps:
         lines += ["", "Master epoch bumps:", ""]
         lines += [

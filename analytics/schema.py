@@ -38,6 +38,8 @@ DUMP_SCHEMA = _struct(
     (
         "node",
         _struct(
+            ("type", StringType()),
+            ("controllerId", StringType()),
             ("cluster", StringType()),
             ("brokerName", StringType()),
             ("brokerId", LongType()),
@@ -63,6 +65,11 @@ DUMP_SCHEMA = _struct(
                 ("fromRole", StringType()),
                 ("toRole", StringType()),
                 ("masterEpoch", LongType()),
+                # controller ELECTION events
+                ("cluster", StringType()),
+                ("brokerName", StringType()),
+                ("result", StringType()),
+                ("masterBrokerId", LongType()),
             )
         ),
     ),
