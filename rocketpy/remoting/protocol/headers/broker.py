@@ -361,3 +361,11 @@ class GetAllTopicConfigResponseHeader:
     """``GetAllTopicConfigResponseHeader`` (5.x, paged topic sync; we send everything)."""
 
     total_topic_num: int | None = wire("totalTopicNum", default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewBrokerStatsDataRequestHeader:
+    """``ViewBrokerStatsDataRequestHeader`` (VIEW_BROKER_STATS_DATA 315)."""
+
+    stats_name: str = wire("statsName")
+    stats_key: str = wire("statsKey")
