@@ -1,8 +1,8 @@
 """The explicit Spark schema of a metrics-dump record (schema version 1, see README.md).
 
-Only the fields the job uses are declared, so the JSON reader skips the rest (``queues`` and the
-cumulative counters) instead of materializing them. ``_corrupt`` receives lines that are not
-JSON objects.
+Only the fields the job uses are declared, so the JSON reader skips the rest (``queues``, the
+cumulative counters, ``sendLatency.boundsMs``) instead of materializing them. ``_corrupt``
+receives lines that are not JSON objects. :data:`BOUNDS_SCHEMA` reads only the bucket bounds.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ _DELTAS = (
 DUMP_SCHEMA = _struct(
     ("version", IntegerType()),
     ("ts", LongType()),
-    ("bootTs", LongType()),
     ("intervalMs", LongType()),
     (
         "node",
         _struct(
+            ("type", StringType()),
+            ("controllerId", StringType()),
             ("cluster", StringType()),
             ("brokerName", StringType()),
             ("brokerId", LongType()),
@@ -51,9 +52,7 @@ DUMP_SCHEMA = _struct(
     (
         "sendLatency",
         _struct(
-            ("boundsMs", ArrayType(DoubleType())),
             ("dCounts", ArrayType(LongType())),
-            ("dSumMs", DoubleType()),
             ("dMaxMs", DoubleType()),
         ),
     ),
@@ -66,15 +65,18 @@ DUMP_SCHEMA = _struct(
                 ("fromRole", StringType()),
                 ("toRole", StringType()),
                 ("masterEpoch", LongType()),
+                # controller ELECTION events
+                ("cluster", StringType()),
+                ("brokerName", StringType()),
+                ("result", StringType()),
+                ("masterBrokerId", LongType()),
             )
         ),
     ),
     (
         "store",
         _struct(
-            ("maxPhyOffset", LongType()),
             ("flushBehindBytes", LongType()),
-            ("dispatchBehindBytes", LongType()),
         ),
     ),
     (
@@ -89,8 +91,6 @@ DUMP_SCHEMA = _struct(
                 ArrayType(
                     _struct(
                         ("brokerId", LongType()),
-                        ("addr", StringType()),
-                        ("ackOffset", LongType()),
                         ("lagBytes", LongType()),
                     )
                 ),
@@ -99,3 +99,5 @@ DUMP_SCHEMA = _struct(
     ),
     (CORRUPT_COLUMN, StringType()),
 )
+
+BOUNDS_SCHEMA = _struct(("sendLatency", _struct(("boundsMs", ArrayType(DoubleType())))))

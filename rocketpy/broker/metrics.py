@@ -17,6 +17,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketpy.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from rocketpy.broker.store_api import StoreOffsets
 
 #: Version of the dump record layout; bump on any incompatible change.
@@ -269,3 +270,12 @@ def build_dump_record(
             "confirmOffset": None,
         },
     }
+
+
+def stats_item_values(metrics: BrokerMetrics) -> dict[tuple[str, str], int]:
+    """The counters ``StatsItems`` samples: messages put per topic (``TOPIC_PUT_NUMS``) and
+    messages delivered per ``topic@group`` (``GROUP_GET_NUMS``), cumulative."""
+    values = {(TOPIC_PUT_NUMS, t): row[0] for t, row in metrics.topic_totals().items()}
+    for (group, topic), row in metrics.group_gets.items():
+        values[(GROUP_GET_NUMS, f"{topic}@{group}")] = row[0]
+    return values

@@ -31,6 +31,7 @@ from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
@@ -625,7 +626,9 @@ class BrokerService:
                 )
 
     async def _sample_stats(self) -> None:
-        self.runtime.stats.sample()
+        rt = self.runtime
+        rt.stats.sample()
+        rt.stats.items.sample(rt.clock.monotonic_ms(), stats_item_values(rt.metrics))
 
     async def _reput(self, msg: MessageToStore) -> PutResult:
         if self.acting is not None and self.runtime.is_slave:

@@ -41,6 +41,8 @@ class BrokerStats:
         self.get_today_morning = 0
         self.put_yesterday_morning = 0
         self.get_yesterday_morning = 0
+        #: Per topic / group windows for VIEW_BROKER_STATS_DATA (sampled by the broker service).
+        self.items = StatsItems(clock.monotonic_ms())
 
     def _today(self) -> dt.date:
         return dt.datetime.fromtimestamp(self._clock.wall_ms() / 1000).astimezone().date()
@@ -110,3 +112,55 @@ class BrokerStats:
             "putTps": self._tps("puts"),
             "getTransferredTps": self._tps("gets"),
         }
+
+
+#: ``BrokerStatsManager`` stats names VIEW_BROKER_STATS_DATA answers (``statsAll`` asks these).
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+#: (sample spacing s, samples kept) of the minute, hour and day views, as upstream's StatsItem
+#: (its minute view samples every 10 s; ours every second, which only sharpens the same sum).
+_VIEWS = (("statsMinute", 1, 61), ("statsHour", 60, 61), ("statsDay", 3600, 25))
+
+
+class StatsItems:
+    """Windowed views of cumulative counters, keyed by (stats name, key).
+
+    :meth:`sample` is fed the broker's :class:`~rocketpy.broker.metrics.BrokerMetrics`
+    totals (the counters the metrics dumps and Prometheus read), so ``statsAll`` and the dumps
+    can never disagree. A key first seen gets a zero sample at the previous sampling time: its
+    messages arrived since then. Mirrors ``StatsItem.getStatsDataIn{Minute,Hour,Day}``: a view's
+    ``sum`` is the newest sample minus the oldest kept, ``tps`` that over the time between them.
+    """
+
+    def __init__(self, start_ms: int) -> None:
+        """No items; counting started at monotonic ``start_ms`` (the first sample's baseline)."""
+        self._items: dict[tuple[str, str], list[deque[tuple[int, int]]]] = {}
+        self._last_ms = start_ms
+
+    def sample(self, now_ms: int, values: dict[tuple[str, str], int]) -> None:
+        """Record the counters at monotonic ``now_ms``."""
+        for key, value in values.items():
+            views = self._items.get(key)
+            if views is None:
+                views = [deque(maxlen=keep) for _, _, keep in _VIEWS]
+                for view in views:
+                    view.append((self._last_ms, 0))
+                self._items[key] = views
+            for view, (_, spacing_s, _) in zip(views, _VIEWS, strict=True):
+                if len(view) < 2 or now_ms - view[-2][0] >= spacing_s * 1000:
+                    view.append((now_ms, value))
+                else:
+                    view[-1] = (now_ms, value)  # the newest sample moves until spacing is reached
+        self._last_ms = now_ms
+
+    def stats_data(self, name: str, key: str) -> dict[str, dict[str, float]] | None:
+        """``BrokerStatsData`` of one item (None if never seen): sum and tps per view."""
+        views = self._items.get((name, key))
+        if views is None:
+            return None
+        out: dict[str, dict[str, float]] = {}
+        for view, (label, _, _) in zip(views, _VIEWS, strict=True):
+            (t0, v0), (t1, v1) = view[0], view[-1]
+            total = v1 - v0
+            out[label] = {"sum": total, "tps": total * 1000 / (t1 - t0) if t1 > t0 else 0.0}
+        return out

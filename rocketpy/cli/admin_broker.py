@@ -1,9 +1,10 @@
-"""``mqadmin`` broker commands: brokerStatus, getBrokerConfig, updateBrokerConfig, getBrokerEpoch.
+"""``mqadmin`` broker commands: brokerStatus, getBrokerConfig, updateBrokerConfig, getBrokerEpoch,
+statsAll.
 
 Mirrors ``tools/command/broker/{BrokerStatusSubCommand,GetBrokerConfigCommand,
-UpdateBrokerConfigSubCommand,GetBrokerEpochSubCommand}`` (flags and output lines). With ``-c``
-a broker that fails is reported on one stderr line, the others are still served, and the exit
-status is 1.
+UpdateBrokerConfigSubCommand,GetBrokerEpochSubCommand}`` and
+``tools/command/stats/StatsAllSubCommand`` (flags and output lines). With ``-c`` a broker that
+fails is reported on one stderr line, the others are still served, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import argparse
 import asyncio
 import sys
 
-from rocketpy.cli.admin_base import broker_or_cluster, command, target_addrs
+from rocketpy.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
+from rocketpy.broker.topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.cli.admin_base import broker_or_cluster, command, front, printf, target_addrs
 from rocketpy.client.admin import AdminClient
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError, RocketPyError
@@ -153,3 +156,94 @@ async def get_broker_epoch(args: argparse.Namespace, admin: AdminClient) -> int:
     while True:
         await _print_epochs(args, admin)
         await asyncio.sleep(every)  # a CLI refresh interval, ended by ^C
+
+
+def _stats_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--activeTopic", action="store_true", help="print active topic only")
+    p.add_argument("-t", "--topic", default=None, help="print select topic only")
+
+
+def _sum_24h(data: dict[str, dict[str, float]]) -> int:
+    """``compute24HourSum``: the day's sum, else the hour's, else the minute's."""
+    for view in ("statsDay", "statsHour", "statsMinute"):
+        total = int(data.get(view, {}).get("sum", 0))
+        if total:
+            return total
+    return 0
+
+
+async def _item(admin: AdminClient, masters: list[str], name: str, key: str) -> tuple[float, int]:
+    """(minute TPS, 24-hour sum) of one stats item summed over the masters; a broker that fails
+    or never counted the item adds nothing, as upstream swallows those errors."""
+    tps, total = 0.0, 0
+    for addr in masters:
+        try:
+            data = await admin.broker_stats_data(addr, name, key)
+        except RocketPyError:
+            continue
+        if data is not None:
+            tps += float(data.get("statsMinute", {}).get("tps", 0.0))
+            total += _sum_24h(data)
+    return tps, total
+
+
+async def _accumulation(admin: AdminClient, masters: list[str], group: str, topic: str) -> int:
+    diff = 0
+    for addr in masters:
+        try:
+            stats = await admin.consume_stats(addr, group, topic)
+        except RocketPyError:
+            continue
+        diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+    return max(diff, 0)
+
+
+async def _print_topic(admin: AdminClient, topic: str, active_only: bool) -> None:
+    """``printTopicDetail``: one line per consuming group, or one NO_CONSUMER line."""
+    route = await admin.topic_route(topic)
+    masters = [a for b in route.brokers if (a := b.broker_addrs.get(0)) is not None]
+    in_tps, in_24h = await _item(admin, masters, TOPIC_PUT_NUMS, topic)
+    groups: set[str] = set()
+    for addr in masters:
+        try:
+            groups.update(await admin.topic_consume_by_who(addr, topic))
+        except RocketPyError:
+            continue
+    if not groups:
+        if not active_only or in_24h > 0:
+            printf(
+                "%-64s  %-32s %12d %11.2f %11s %14d %14s",
+                front(topic, 64), "", 0, in_tps, "", in_24h, "NO_CONSUMER",
+            )  # fmt: skip
+        return
+    for group in sorted(groups):
+        out_tps, out_24h = await _item(admin, masters, GROUP_GET_NUMS, f"{topic}@{group}")
+        accumulate = await _accumulation(admin, masters, group, topic)
+        if not active_only or in_24h > 0 or out_24h > 0:
+            printf(
+                "%-64s  %-64s %12d %11.2f %11.2f %14d %14d",
+                front(topic, 64), front(group, 64), accumulate, in_tps, out_tps, in_24h, out_24h,
+            )  # fmt: skip
+
+
+@command("statsAll", "Topic and Consumer tps stats", _stats_opts)
+async def stats_all(args: argparse.Namespace, admin: AdminClient) -> int:
+    """StatsAllSubCommand: per topic (retry and DLQ topics skipped) and consuming group, the
+    accumulation, in/out TPS over the last minute and the messages in/out over the last 24 hours,
+    from every master's VIEW_BROKER_STATS_DATA (TOPIC_PUT_NUMS, GROUP_GET_NUMS ``topic@group``).
+    A topic whose route or stats cannot be read is skipped, as upstream."""
+    printf(
+        "%-32s  %-32s %12s %11s %11s %14s %14s",
+        "#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
+        "#OutMsg24Hour",
+    )  # fmt: skip
+    for topic in await admin.topic_list():
+        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            continue
+        if args.topic and topic != args.topic:
+            continue
+        try:
+            await _print_topic(admin, topic, args.activeTopic)
+        except RocketPyError:
+            continue
+    return 0

@@ -370,6 +370,27 @@ class AdminClient:
         resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, ext)
         return decode_consume_stats(resp.body)
 
+    async def broker_stats_data(
+        self, addr: str, stats_name: str, stats_key: str
+    ) -> dict[str, dict[str, float]] | None:
+        """VIEW_BROKER_STATS_DATA (315): ``{statsMinute|statsHour|statsDay: {sum, tps}}``;
+        None when the broker never counted that item (it answers SYSTEM_ERROR)."""
+        ext = {"statsName": stats_name, "statsKey": stats_key}
+        resp = await self._broker(
+            addr, RequestCode.VIEW_BROKER_STATS_DATA, ext,
+            ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+        )  # fmt: skip
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            return None
+        data: dict[str, dict[str, float]] = fastjson.loads(resp.body)
+        return data
+
+    async def topic_consume_by_who(self, addr: str, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming ``topic`` on that broker."""
+        resp = await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+        body = fastjson.loads(resp.body) if resp.body else {}
+        return [str(g) for g in body.get("groupList", [])]
+
     async def create_subscription_group(self, addr: str, group: dict[str, Any]) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); ``group`` is the SubscriptionGroupConfig
         JSON object."""

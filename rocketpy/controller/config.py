@@ -10,7 +10,9 @@ rocketpy additions (no upstream key exists; DLedger hard-codes its timings):
 ``controllerDLegerHeartBeatTimeIntervalMs`` / ``controllerDLegerElectionTimeoutMs`` (the Raft
 node's heartbeat and election timeout, short in tests) and ``controllerStartupGraceMs`` (scenario
 C-14: how long a fresh controller leader waits for heartbeats before it declares masters dead;
-``-1`` = one ``scanNotActiveBrokerInterval``).
+``-1`` = one ``scanNotActiveBrokerInterval``). ``metricsDumpInterval`` (ms, 0 = off),
+``metricsDumpDir`` (blank: ``<controllerStorePath>/metrics``), ``metricsDumpFileMaxBytes`` and
+``metricsDumpFileMaxCount``: the controller's metrics dumps, as the broker's keys of those names.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class ControllerConfig(RocketSettings):
     heartbeat_interval_ms: int = Field(2000, alias="controllerDLegerHeartBeatTimeIntervalMs", ge=10)
     election_timeout_ms: int = Field(3000, alias="controllerDLegerElectionTimeoutMs", ge=20)
     startup_grace_ms: int = Field(-1, alias="controllerStartupGraceMs", ge=-1)
+    metrics_dump_interval_ms: int = Field(10_000, alias="metricsDumpInterval", ge=0)
+    metrics_dump_dir: str = Field("", alias="metricsDumpDir")
+    metrics_dump_file_max_bytes: int = Field(
+        64 * 1024 * 1024, alias="metricsDumpFileMaxBytes", ge=1024
+    )
+    metrics_dump_file_max_count: int = Field(10, alias="metricsDumpFileMaxCount", ge=1)
     # NettyServerConfig keys that apply to the controller's (DLedger) port
     server_channel_max_idle_time_seconds: int = Field(
         120, alias="serverChannelMaxIdleTimeSeconds", ge=0
@@ -136,6 +144,12 @@ class ControllerConfig(RocketSettings):
         if self.controller_store_path:
             return Path(self.controller_store_path)
         return _HOME / f"{self.controller_type}Controller"
+
+    def metrics_dump_path(self) -> Path:
+        """Where metrics dumps go: ``metricsDumpDir`` or ``<controllerStorePath>/metrics``."""
+        if self.metrics_dump_dir:
+            return Path(self.metrics_dump_dir)
+        return self.store_path() / "metrics"
 
     def group(self) -> str:
         """The Raft group name (``default`` when unset, as DLedgerConfig)."""

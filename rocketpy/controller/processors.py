@@ -19,6 +19,7 @@ from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError
 from rocketpy.controller.config import ControllerConfig
 from rocketpy.controller.heartbeat import BrokerHeartbeatManager
+from rocketpy.controller.metrics import ControllerMetrics
 from rocketpy.controller.pipeline import ControllerPipeline
 from rocketpy.controller.state.replicas_info import ControllerResult, ReplicasInfoManager
 from rocketpy.remoting.protocol.bodies.controller import (
@@ -29,7 +30,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers import controller as h
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.transport.config_requests import config_response, update_config
-from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
+from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry, RequestContext
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +57,8 @@ class ControllerRequestProcessor:
         config: the current configuration.
         update_config: applies and persists UPDATE_CONTROLLER_CONFIG values.
         on_elected: called after every SUCCESS election.
+        metrics: counts requests per code and elections per result.
+        wall_ms: wall-clock time of election events.
     """
 
     def __init__(
@@ -68,6 +71,8 @@ class ControllerRequestProcessor:
         config: Callable[[], ControllerConfig],
         update_config: Callable[[dict[str, str]], Awaitable[None]],
         on_elected: OnElected,
+        metrics: ControllerMetrics | None = None,
+        wall_ms: Callable[[], int] | None = None,
     ) -> None:
         self._pipeline = pipeline
         self._manager = manager
@@ -76,6 +81,8 @@ class ControllerRequestProcessor:
         self._config = config
         self._update_config = update_config
         self._on_elected = on_elected
+        self.metrics = metrics or ControllerMetrics()
+        self._wall_ms = wall_ms or (lambda: 0)
 
     def register(self, registry: ProcessorRegistry) -> None:
         """Route every controller request code to its handler."""
@@ -94,7 +101,16 @@ class ControllerRequestProcessor:
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
         }
         for code, handler in table.items():
-            registry.register(code, handler)
+            registry.register(code, self._counted(code, handler))
+
+    def _counted(self, code: int, handler: Processor) -> Processor:
+        metrics = self.metrics
+
+        async def counted(ctx: RequestContext, req: RemotingCommand) -> Response:
+            metrics.record_request(code)
+            return await handler(ctx, req)
+
+        return counted
 
     # -- every node -----------------------------------------------------------------------------
 
@@ -148,6 +164,16 @@ class ControllerRequestProcessor:
         """Run one election through the pipeline (any trigger) and notify after SUCCESS."""
         result = await self._pipeline.write(
             lambda: self._manager.elect_master(hdr, self._heartbeats)
+        )
+        info = self._manager.sync_state_set_info_table.get(hdr.broker_name)
+        self.metrics.record_election(
+            self._wall_ms(),
+            cluster=info.cluster_name if info is not None else None,
+            broker_name=hdr.broker_name,
+            trigger_broker_id=hdr.broker_id,
+            code=int(result.code),
+            master_broker_id=result.response.master_broker_id if result.response else None,
+            master_epoch=result.response.master_epoch if result.response else None,
         )
         if result.code == ResponseCode.SUCCESS and result.response is not None:
             log.info(

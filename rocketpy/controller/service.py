@@ -3,10 +3,10 @@
 Owns: wiring (state machine -> Raft node -> pipeline -> processors on one remoting server bound to
 this node's peer address, shared with the node's peer RPC codes), the expiry scan of broker
 heartbeats and the leader-only scan for dead masters (both trigger controller elections, retried
-``electMasterMaxRetryCount`` times), role-change notifications, config updates, and the ordered
-start/stop. Must not: decide requests (``controller.state``) or implement Raft
-(``rocketpy.dledger``). Mirrors ``ControllerManager`` + the DLedger wiring of
-``DLedgerController``.
+``electMasterMaxRetryCount`` times), role-change notifications, config updates, the metrics
+dumps (``metricsDumpInterval``) and the ordered start/stop. Must not: decide requests
+(``controller.state``) or implement Raft (``rocketpy.dledger``). Mirrors ``ControllerManager``
++ the DLedger wiring of ``DLedgerController``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,18 @@ import structlog
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import ResponseCode
+from rocketpy.common.metrics_dump import MetricsDumpService
 from rocketpy.common.properties import render_properties
 from rocketpy.controller.config import ControllerConfig
 from rocketpy.controller.heartbeat import BrokerHeartbeatManager, HeartbeatRecord
+from rocketpy.controller.metrics import (
+    FOLLOWER,
+    LEADER,
+    ControllerIdentity,
+    ControllerMetrics,
+    broker_sets,
+    build_controller_dump_record,
+)
 from rocketpy.controller.notifier import RoleChangeNotifier
 from rocketpy.controller.pipeline import ControllerPipeline, RaftNodeApi
 from rocketpy.controller.processors import ControllerRequestProcessor
@@ -71,6 +80,9 @@ class ControllerService:
         bind_host: str | None = None,
     ) -> None:
         self._config = config
+        self._clock = clock
+        self._boot_ms = clock.wall_ms()
+        self.metrics = ControllerMetrics()
         self.manager = ReplicasInfoManager(
             enable_elect_unclean_master=config.enable_elect_unclean_master
         )
@@ -81,6 +93,7 @@ class ControllerService:
             self.node, process_read_event=config.is_process_read_event, on_serving=self._serving
         )
         self.node.add_role_listener(self.pipeline.on_role_change)
+        self.node.add_role_listener(self._record_role)
         self.notifier = RoleChangeNotifier()
         self.registry = ProcessorRegistry()
         self.node.register(self.registry)
@@ -92,6 +105,8 @@ class ControllerService:
             config=lambda: self._config,
             update_config=self._update_config,
             on_elected=self._on_elected,
+            metrics=self.metrics,
+            wall_ms=clock.wall_ms,
         )
         self.processor.register(self.registry)
         host, port = split_address(config.self_address())
@@ -109,6 +124,17 @@ class ControllerService:
         self._electing: set[str] = set()
         self._stop = asyncio.Event()
         self._started = False
+        self.dump: MetricsDumpService | None = None
+        if config.metrics_dump_interval_ms > 0:
+            self.dump = MetricsDumpService(
+                self.dump_record,
+                directory=config.metrics_dump_path(),
+                prefix=f"controller-{config.group()}-{config.controller_dleger_self_id}",
+                interval_ms=config.metrics_dump_interval_ms,
+                max_file_bytes=config.metrics_dump_file_max_bytes,
+                max_files=config.metrics_dump_file_max_count,
+                name="controller",
+            )
 
     @property
     def config(self) -> ControllerConfig:
@@ -146,6 +172,9 @@ class ControllerService:
             ),
             name="controller/scan-inactive-master",
         )
+        self.metrics.record_role_change(self._clock.wall_ms(), None, self._role(), self.node.term)
+        if self.dump is not None:
+            await self.dump.start()
         self._started = True
         log.info(
             "controller started",
@@ -164,6 +193,8 @@ class ControllerService:
         log.info("controller stopping: scans and elections")
         await self._tasks.cancel_all()
         await self._elections.cancel_all()
+        if self.dump is not None:
+            await self.dump.stop()
         await self.pipeline.close()
         log.info("controller stopping: raft node")
         await self.node.stop()
@@ -183,6 +214,36 @@ class ControllerService:
             controller_leader_address=self.node.leader_address,
             is_leader=self.pipeline.serving,
             peers=peers,
+        )
+
+    def _role(self) -> str:
+        return LEADER if self.node.is_leader else FOLLOWER
+
+    def _record_role(self, is_leader: bool) -> None:
+        to_role = LEADER if is_leader else FOLLOWER
+        from_role = FOLLOWER if is_leader else LEADER
+        self.metrics.record_role_change(self._clock.wall_ms(), from_role, to_role, self.node.term)
+
+    def dump_record(self) -> dict[str, object]:
+        """One metrics-dump record of this node, built now."""
+        now = self._clock.wall_ms()
+        node = ControllerIdentity(
+            controller_id=self._config.controller_dleger_self_id,
+            group=self._config.group(),
+            addr=self.address,
+            role=self._role(),
+            term=self.node.term,
+            leader_id=self.node.leader_id,
+        )
+        sets = broker_sets(
+            self.manager.sync_state_set_info_table.values(), self.manager.replica_info_table
+        )
+        return build_controller_dump_record(
+            ts_ms=now,
+            boot_ts_ms=self._boot_ms,
+            node=node,
+            snapshot=self.metrics.snapshot(now),
+            sets=sets,
         )
 
     # -- liveness -------------------------------------------------------------------------------

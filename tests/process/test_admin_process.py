@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
-from tests.helpers.broker_client import JavaLikeClient
+from tests.helpers.broker_client import JavaLikeClient, subscription
 from tests.helpers.processes import Daemon, run_bin, start_broker, start_namesrv
 
 pytestmark = pytest.mark.process
@@ -310,3 +311,46 @@ def test_admin_broker_config_get_and_update(cluster: Cluster) -> None:
     )
     final = cluster.ok("getBrokerConfig", "-b", b)
     assert any(ln.split() == ["brokerName", "=", "broker-a"] for ln in final)
+
+
+async def _send_and_pull(addr: str, topic: str, sends: int, pulls_group: str) -> None:
+    client = JavaLikeClient()
+    try:
+        for i in range(sends):
+            resp = await client.send(addr, topic, f"s-{i}".encode(), queue_id=0)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        beat = await client.heartbeat(addr, pulls_group, (subscription(topic),))
+        assert beat.code == ResponseCode.SUCCESS, beat.remark
+        got = await client.pull(
+            addr, pulls_group, topic, 0, commit_offset=0, suspend_ms=5000, timeout_s=10
+        )
+        assert got.code == ResponseCode.SUCCESS, got.remark
+    finally:
+        await client.close()
+
+
+def test_admin_stats_all(cluster: Cluster) -> None:
+    """1. updateTopic StatsT (one queue). 2. Send 4 messages to queue 0 and pull them all as group
+    StatsG (committing offset 0). 3. statsAll -t StatsT until the counts show (stats are sampled
+    every second). 4. statsAll -a -t NoSuchTopic.
+    Expected: upstream's header; one StatsT/StatsG row with accumulation 4 (offset 0 committed,
+    max 4), InTPS and OutTPS > 0, InMsg24Hour 4 and OutMsg24Hour 4; only the header for the
+    unknown topic."""
+    cluster.ok("updateTopic", "-t", "StatsT", "-c", CLUSTER, "-r", "1", "-w", "1")
+    asyncio.run(_send_and_pull(cluster.broker, "StatsT", 4, "StatsG"))
+    deadline = time.monotonic() + 15
+    while True:
+        lines = cluster.ok("statsAll", "-t", "StatsT")
+        rows = _rows(lines)
+        if (rows and rows[0][-2:] == ["4", "4"]) or time.monotonic() > deadline:
+            break
+    assert lines[0].split() == [
+        "#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
+        "#OutMsg24Hour",
+    ]  # fmt: skip
+    (row,) = rows
+    assert row[:3] == ["StatsT", "StatsG", "4"]
+    assert float(row[3]) > 0, lines
+    assert float(row[4]) > 0, lines
+    assert row[5:] == ["4", "4"]
+    assert cluster.ok("statsAll", "-a", "-t", "NoSuchTopic") == lines[:1]

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from rocketpy.common.aio import wait_until
-from rocketpy.common.codes import ResponseCode
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.remoting.transport.client import RemotingClient
 from tests.helpers.broker_client import JavaLikeClient
-from tests.helpers.processes import start_broker, start_namesrv
+from tests.helpers.controller_client import FakeBroker
+from tests.helpers.processes import start_broker, start_controllers, start_namesrv
 
 pytestmark = pytest.mark.process
 
@@ -70,3 +72,64 @@ async def test_metrics_dump_from_real_broker(tmp_path: Path) -> None:
     stamps = [r["ts"] for r in records]
     assert stamps == sorted(stamps)
     assert last["store"]["maxPhyOffset"] > 3000
+
+
+def _controller_records(directory: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(directory.glob("controller-group1-n0.*.jsonl")):
+        out.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+    return out
+
+
+async def test_metrics_dump_from_real_controller(tmp_path: Path) -> None:
+    """1. Start a one-member mqcontroller group with metricsDumpInterval=200 (dump dir left at its
+    default, ``<controllerStorePath>/metrics``). 2. A fake broker 1 of broker-a applies its id,
+    registers and asks to be elected. 3. Wait until a dump shows the broker-set. 4. SIGTERM.
+    Expected: every line is a version-1 controller record of n0, last as leader (boot role
+    follower, then a ROLE_CHANGE to leader); the
+    request counts (summed dCount) include one CONTROLLER_ELECT_MASTER (1002) and one
+    CONTROLLER_REGISTER_BROKER (1003); exactly one ELECTION event, SUCCESS, master 1, epoch 1;
+    the last record's broker-set broker-a has master 1, masterEpoch 1 and SyncStateSet [1]."""
+    daemons, addrs, _ = start_controllers(tmp_path, 1, "metricsDumpInterval=200\n")
+    dump_dir = tmp_path / "n0" / "raft" / "metrics"
+    client = RemotingClient(name="fake-broker", connect_timeout_s=1.0)
+    try:
+        broker = FakeBroker(client, 1, "127.0.0.1:10911")
+
+        def has_set() -> bool:
+            records = _controller_records(dump_dir)
+            return bool(records) and bool(records[-1]["brokerSets"])
+
+        async with asyncio.timeout(20):
+            while (await broker.call(addrs[0], RequestCode.CONTROLLER_GET_METADATA_INFO)).ext(
+                "isLeader"
+            ) != "true":
+                await asyncio.sleep(0.05)
+            await broker.join(addrs[0])
+            elected = await broker.elect_me(addrs[0])
+            assert elected.code == ResponseCode.SUCCESS, elected.remark
+            await wait_until(has_set, timeout_s=10)
+    finally:
+        await client.close()
+        assert daemons[0].stop() == 0, daemons[0].output()
+    records = _controller_records(dump_dir)
+    assert all(r["version"] == 1 and r["node"]["type"] == "controller" for r in records)
+    assert {r["node"]["controllerId"] for r in records} == {"n0"}
+    last = records[-1]
+    assert last["node"]["role"] == "leader"
+    assert last["node"]["leaderId"] == "n0"
+    roles = [(e["fromRole"], e["toRole"]) for r in records for e in r["events"] if "toRole" in e]
+    assert roles[:2] == [(None, "follower"), ("follower", "leader")]
+    sent: dict[int, int] = {}
+    for r in records:
+        for req in r["requests"]:
+            sent[req["code"]] = sent.get(req["code"], 0) + req["dCount"]
+    assert sent[1002] == 1
+    assert sent[1003] == 1
+    elections = [e for r in records for e in r["events"] if e["type"] == "ELECTION"]
+    assert [
+        (e["brokerName"], e["result"], e["masterBrokerId"], e["masterEpoch"]) for e in elections
+    ] == [("broker-a", "SUCCESS", 1, 1)]
+    (bset,) = last["brokerSets"]
+    assert (bset["brokerName"], bset["masterBrokerId"], bset["masterEpoch"]) == ("broker-a", 1, 1)
+    assert bset["syncStateSet"] == [1]

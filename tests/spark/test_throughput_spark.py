@@ -13,6 +13,12 @@ import pytest
 
 from analytics.histogram import merge_counts, quantile
 from analytics.synth import LATENCY_BOUNDS_MS, failover_scenario
+from rocketpy.common.codes import ResponseCode
+from rocketpy.controller.metrics import (
+    ControllerIdentity,
+    ControllerMetrics,
+    build_controller_dump_record,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -22,8 +28,9 @@ WINDOW = 10_000
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
-    """The failover scenario split over two files (one per broker group), plus a torn line and a
-    record of an unknown version."""
+    """The failover scenario split over two files (one per broker group), plus a torn line, a
+    record of an unknown version and a controller's dumps (two records, one with the election
+    of broker-a's id 1 at epoch 2, 100 ms before that broker's role change)."""
     records = failover_scenario(START, intervals=60, interval_ms=1000, fail_at=30, gap=5)
     root = tmp_path_factory.mktemp("dumps")
     (root / "a").mkdir()
@@ -34,6 +41,21 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, A
         f.writelines(json.dumps(r) + "\n" for r in records if r["node"]["brokerName"] == "broker-b")
         f.write(json.dumps({"version": 99, "ts": START, "node": {"brokerName": "x"}}) + "\n")
     (root / "notes.txt").write_text("not a dump\n")
+    metrics = ControllerMetrics()
+    node = ControllerIdentity("n0", "group1", "127.0.0.1:9878", "leader", 2, "n0")
+    ctl = [build_controller_dump_record(
+        ts_ms=START + 30_000, boot_ts_ms=START, node=node, snapshot=metrics.snapshot(START), sets=[]
+    )]  # fmt: skip
+    metrics.record_election(
+        START + 35_400, cluster="c1", broker_name="broker-a", trigger_broker_id=None,
+        code=ResponseCode.SUCCESS, master_broker_id=1, master_epoch=2,
+    )  # fmt: skip
+    ctl.append(build_controller_dump_record(
+        ts_ms=START + 40_000, boot_ts_ms=START, node=node,
+        snapshot=metrics.snapshot(START + 40_000), sets=[],
+    ))  # fmt: skip
+    with (root / "controller-group1-n0.0000000000.jsonl").open("w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in ctl)
     return records, root
 
 
@@ -55,10 +77,12 @@ def _rows(report: Any, table: str) -> list[dict[str, Any]]:
 
 
 def test_spark_counts_records_and_corrupt_lines(report: Any, scenario: Any) -> None:
-    """1. Run the job over 150 good records, a torn line and a version-99 record (and a .txt).
-    Expected: 150 records, 2 corrupt; the .txt is not read."""
+    """1. Run the job over 150 good broker records, 2 controller records, a torn line and a
+    version-99 record (and a .txt).
+    Expected: 150 broker records, 2 controller records, 2 corrupt; the .txt is not read."""
     records, _ = scenario
     assert report.result.records == len(records) == 150
+    assert report.result.controller_records == 2
     assert report.result.corrupt == 2
 
 
@@ -167,3 +191,38 @@ def test_spark_parquet_partitioned_by_date_and_broker(report: Any, spark: Any) -
     assert (out / "date=2023-11-14" / "broker=broker-b").is_dir()
     back = spark.read.parquet(str(out))
     assert back.count() == report.result.tables["broker_throughput"].count()
+
+
+def test_spark_failover_gap_from_window_bounds_alone(
+    spark: Any, scenario: Any, tmp_path: Path
+) -> None:
+    """1. Run the job over the same dumps with 5 s windows: no window now holds puts on both
+    sides of the role change (35.5 s; puts stop at 30 s and resume at 37 s), so the gap comes
+    from the per-window first/last put times without reading any record again.
+    Expected: the same gap as with 10 s windows (start 30 s, end 36 s, 6000 ms)."""
+    from analytics.throughput import run  # noqa: PLC0415 - needs pyspark
+
+    _, root = scenario
+    result = run(spark, [str(root)], tmp_path, 5000).result
+    (failover,) = [f for f in result.failovers if f.get("gap_ms") is not None]
+    assert failover["gap_start_ms"] == START + 30_000
+    assert failover["gap_end_ms"] == START + 36_000
+    assert failover["gap_ms"] == 6000
+
+
+def test_spark_failover_names_the_controller_election(report: Any, scenario: Any) -> None:
+    """1. The scenario's controller dumps hold one successful election: broker-a, id 1, epoch 2,
+    at 35.4 s. Expected: the job lists exactly that election; the failover to id 1 (epoch 2)
+    carries its time and the controller id n0; the markdown lists it."""
+    (election,) = report.result.elections
+    assert election == {
+        "cluster": "c1",
+        "broker": "broker-a",
+        "event_ts": START + 35_400,
+        "controller_id": "n0",
+        "master_broker_id": 1,
+        "master_epoch": 2,
+    }
+    (failover,) = [f for f in report.result.failovers if f.get("gap_ms") is not None]
+    assert (failover["election_ts"], failover["controller_id"]) == (START + 35_400, "n0")
+    assert "master id 1, epoch 2 (controller n0)" in report.summary_md.read_text()

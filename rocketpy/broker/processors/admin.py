@@ -8,6 +8,7 @@ codes.md sections 2 and 5). Broker config get/update (25/26) live in ``broker_co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -41,9 +42,11 @@ from rocketpy.remoting.protocol.headers.broker import (
     GroupRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
 from rocketpy.store.config_shapes import (
+    TOPIC_GROUP_SEPARATOR,
     DataVersion,
     DelayOffsetTable,
     SubscriptionGroupConfig,
@@ -124,7 +127,42 @@ class AdminProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
         }
+
+    # -- stats ----------------------------------------------------------------------------
+
+    async def view_broker_stats_data(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """``ViewBrokerStatsData``: minute/hour/day sum and TPS of one stats item (statsAll);
+        an item never counted answers SYSTEM_ERROR, as upstream."""
+        h = from_ext(ViewBrokerStatsDataRequestHeader, request.ext_fields)
+        data = self._rt.stats.items.stats_data(h.stats_name, h.stats_key)
+        if data is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist"
+            )
+        # Plain JSON: the body holds doubles (tps), which rocketpy's fastjson writer refuses;
+        # Python's float repr is the shortest round-trip form, as Java's Double.toString.
+        body = json.dumps(data, separators=(",", ":"))
+        return request.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
+
+    async def query_topic_consume_by_who(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """``queryTopicConsumeByWho``: groups online and subscribed to the topic, plus groups
+        with committed offsets in it (``GroupList`` body)."""
+        topic = from_ext(TopicRequestHeader, request.ext_fields).topic
+        rt = self._rt
+        groups = {g for g, info in rt.consumers.groups.items() if topic in info.subscriptions}
+        for key in rt.offsets.offset_table:
+            t, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
+            if t == topic:
+                groups.add(group)
+        body = fastjson.dumps({"groupList": sorted(groups)})
+        return request.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
     # -- topics --------------------------------------------------------------------------
 

@@ -371,3 +371,11 @@ class ExchangeHAInfoHeader:
     master_ha_address: str | None = wire("masterHaAddress", default=None)
     master_flush_offset: int | None = wire("masterFlushOffset", default=None)
     master_address: str | None = wire("masterAddress", default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewBrokerStatsDataRequestHeader:
+    """``ViewBrokerStatsDataRequestHeader`` (VIEW_BROKER_STATS_DATA 315)."""
+
+    stats_name: str = wire("statsName")
+    stats_key: str = wire("statsKey")

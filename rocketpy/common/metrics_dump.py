@@ -5,8 +5,9 @@ Owns: the dump task and a one-thread executor that serializes and writes (the ev
 builds the record dict, which is fresh each time, so the thread shares nothing with the loop). At
 most one write is in flight: a slow disk delays the next record, it never queues records or
 blocks a send. On stop a last record is written so the final interval is not lost. Must not:
-decide what a record holds (``metrics.build_dump_record``). rocketpy's own addition; upstream
-logs metrics through logback (``metricsExporterType=LOG``) instead.
+decide what a record holds (the broker's ``metrics.build_dump_record``, the controller's
+``controller.metrics.build_controller_dump_record``). rocketpy's own addition; upstream logs
+metrics through logback (``metricsExporterType=LOG``) instead.
 """
 
 from __future__ import annotations
