@@ -27,6 +27,12 @@ from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
 from rocketpy.remoting.protocol.bodies.controller import BrokerMemberGroup
+from rocketpy.remoting.protocol.body.broker import (
+    LockBatchRequestBody,
+    MessageQueue,
+    decode_lock_batch_response,
+    encode_lock_batch_request,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.broker import (
@@ -92,6 +98,21 @@ class ActingMasterAPI:
                     await self._client.invoke_oneway(addr, request)
             except (RemotingError, TimeoutError) as e:
                 log.warning("sendHeartbeat Exception", namesrv=addr, error=repr(e))
+
+    async def lock_batch_mq(
+        self, addr: str, body: LockBatchRequestBody, timeout_s: float
+    ) -> tuple[MessageQueue, ...]:
+        """``BrokerOuterAPI.lockBatchMQAsync``: LOCK_BATCH_MQ on another member of the set;
+        the queues it locked.
+
+        Raises:
+            RemotingError: no answer in time, or an error answer.
+        """
+        request = RemotingCommand.request(
+            RequestCode.LOCK_BATCH_MQ, None, encode_lock_batch_request(body)
+        )
+        response = _ok(await self._client.invoke(addr, request, timeout_s))
+        return decode_lock_batch_response(response.body)
 
     async def sync_broker_member_group(
         self, namesrvs: Sequence[str], *, cluster: str, broker_name: str

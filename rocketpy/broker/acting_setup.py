@@ -10,7 +10,10 @@ Must not: hold state of its own beyond the objects it built.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
+
+import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
 from rocketpy.broker.acting_master import ActingMasterService
@@ -18,10 +21,14 @@ from rocketpy.broker.escape_bridge import EscapeBridge
 from rocketpy.broker.pre_online import BrokerPreOnlineService
 from rocketpy.broker.processors.acting_master import ActingMasterProcessor
 from rocketpy.broker.store_api import MessageToStore, PutResult
+from rocketpy.common.errors import RemotingError
+from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
 from rocketpy.remoting.transport.client import RemotingClient
 
 if TYPE_CHECKING:
     from rocketpy.broker.service import BrokerService
+
+log = structlog.get_logger(__name__)
 
 
 class ActingMasterSetup:
@@ -95,6 +102,31 @@ class ActingMasterSetup:
     def isolated(self) -> bool:
         """Not registered yet (pre-online running)."""
         return self.acting.isolated
+
+    async def lock_on_replicas(self, body: LockBatchRequestBody) -> list[tuple[MessageQueue, ...]]:
+        """``lockInStrictMode``: ask every other live member of the set (the member group
+        synced from the NameServer) to lock ``body``'s queues for itself only, each within 1 s,
+        all within 2 s as upstream's latch; the queue sets the members locked (a member that
+        failed or did not answer in time counts as having locked nothing)."""
+        me = self._svc.config.broker_id
+        peers = [a for i, a in self.acting.member_group.broker_addrs.items() if i != me]
+        tasks = [
+            asyncio.create_task(self.api.lock_batch_mq(addr, body, 1.0), name=f"lock-mq/{addr}")
+            for addr in peers
+        ]
+        if not tasks:
+            return []
+        done, pending = await asyncio.wait(tasks, timeout=2.0)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        out = []
+        for task in done:
+            if isinstance(task.exception(), RemotingError):
+                log.warning("lockBatchMQ on a replica failed", error=repr(task.exception()))
+                continue
+            out.append(task.result())
+        return out
 
     async def escape_put(self, msg: MessageToStore) -> PutResult:
         """Put ``msg`` on another set's master (a slave never writes its own commit log)."""

@@ -24,6 +24,7 @@ from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 #: Upper bound of a single pull's bytes when the client sends no ``maxMsgBytes`` (16 MiB frame).
@@ -57,6 +58,14 @@ class BrokerRuntime:
     #: Slave acting master: puts a message this slave must not write on another set's master
     #: (``EscapeBridge.putMessage``); None when ``enableSlaveActingMaster`` is off.
     escape: Callable[[MessageToStore], Awaitable[PutResult]] | None = None
+    #: ``lockInStrictMode``: the queues each other live member of the set locked for a
+    #: LOCK_BATCH_MQ body (``lockBatchMQAsync``); None when ``enableSlaveActingMaster`` is off
+    #: (no member group is known).
+    lock_on_replicas: (
+        Callable[[LockBatchRequestBody], Awaitable[list[tuple[MessageQueue, ...]]]] | None
+    ) = None
+    #: ``totalReplicas`` of the set: strict-mode locks need ``totalReplicas // 2 + 1`` members.
+    total_replicas: int = 1
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Per-topic/queue counters and histograms for metrics dumps and Prometheus.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)

@@ -171,6 +171,8 @@ class BrokerService:
         elif config.enable_acting_master:
             self.acting = ActingMasterSetup(self, self._client)
             self.runtime.escape = self.acting.escape_put
+            self.runtime.lock_on_replicas = self.acting.lock_on_replicas
+            self.runtime.total_replicas = self.ha_config.total_replicas if self.ha_config else 1
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
         clock = self._clock

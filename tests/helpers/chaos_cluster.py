@@ -55,7 +55,7 @@ FAILOVER_TIMEOUT_S = 15.0
 RECOVERY_TIMEOUT_S = 40.0
 SEND_TIMEOUT_S = 3.0
 # A send whose outcome is unknown: stored on the master but not (yet) on the SyncStateSet.
-_UNKNOWN_CODES = frozenset(
+UNKNOWN_CODES = frozenset(
     {
         ResponseCode.FLUSH_SLAVE_TIMEOUT,
         ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -139,8 +139,8 @@ class ChaosReport:
                 f"sends: ok={s.ok} failed={s.failed} unknown={s.unknown} keys={s.keys} "
                 f"consumed={s.consumed}"
             )
-        lines.append(f"failover s: {_stats(fails)}")
-        lines.append(f"recovery s: {_stats(recs)}")
+        lines.append(f"failover s: {stats(fails)}")
+        lines.append(f"recovery s: {stats(recs)}")
         lines.append(f"divergent tails truncated: {self.truncations}")
         lines.append(f"violations: {len(self.violations)}")
         lines.extend(f"  {v.kind}: {v.detail}" for v in self.violations[:20])
@@ -159,11 +159,45 @@ def _truncations(log: str) -> int:
     return count
 
 
-def _stats(values: list[float]) -> str:
+def stats(values: list[float]) -> str:
     if not values:
         return "none"
     mid = values[len(values) // 2]
     return f"n={len(values)} min={values[0]:.2f} median={mid:.2f} max={values[-1]:.2f}"
+
+
+async def read_queues(history: History, addr: str, topic: str, queues: int) -> None:
+    """Read queues ``0..queues-1`` of ``topic`` on ``addr`` from offset 0 to their max offset
+    into ``history`` (shared by the controller-mode and the classic chaos runs).
+
+    Raises:
+        AssertionError: a queue could not be read to its end within 60 s.
+    """
+    client = JavaLikeClient()
+    last: object = None
+    try:
+        async with asyncio.timeout(60):
+            for queue in range(queues):
+                ext = {"topic": topic, "queueId": str(queue)}
+                resp = await client.call(addr, RequestCode.GET_MAX_OFFSET, ext)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                end = int(resp.ext("offset") or 0)
+                offset = 0
+                while offset < end:
+                    resp = await client.pull(
+                        addr, "chaos-reader", topic, offset, queue_id=queue, expression="*"
+                    )
+                    last = (queue, offset, end, resp.code, resp.remark)
+                    if resp.code == ResponseCode.SUCCESS and resp.body:
+                        for m in decode_records(resp.body):
+                            history.consume(m.body.decode(), queue, m.queue_offset)
+                    else:
+                        await asyncio.sleep(0.1)
+                    offset = max(offset, int(resp.ext("nextBeginOffset") or offset))
+    except TimeoutError as e:
+        raise AssertionError(f"could not read {addr} to the end; last pull {last}") from e
+    finally:
+        await client.close()
 
 
 class ChaosRun:
@@ -281,7 +315,7 @@ class ChaosRun:
             self.history.send(key, queue, Outcome.OK, int(resp.ext("queueOffset") or -1))
             self._ok_count += 1
             return True
-        outcome = Outcome.UNKNOWN if resp.code in _UNKNOWN_CODES else Outcome.FAILED
+        outcome = Outcome.UNKNOWN if resp.code in UNKNOWN_CODES else Outcome.FAILED
         self.history.send(key, queue, outcome)
         return False
 
@@ -305,40 +339,9 @@ class ChaosRun:
         finally:
             await client.close()
 
-    async def _max_offset(self, client: JavaLikeClient, addr: str, queue: int) -> int:
-        ext = {"topic": TOPIC, "queueId": str(queue)}
-        resp = await client.call(addr, RequestCode.GET_MAX_OFFSET, ext)
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        return int(resp.ext("offset") or 0)
-
     async def consume_all(self, addr: str) -> None:
-        """Read every queue of ``addr`` from offset 0 to its max offset into the history.
-
-        Raises:
-            AssertionError: a queue could not be read to its end within 60 s.
-        """
-        client = JavaLikeClient()
-        last: object = None
-        try:
-            async with asyncio.timeout(60):
-                for queue in range(QUEUES):
-                    end = await self._max_offset(client, addr, queue)
-                    offset = 0
-                    while offset < end:
-                        resp = await client.pull(
-                            addr, "chaos-reader", TOPIC, offset, queue_id=queue, expression="*"
-                        )
-                        last = (queue, offset, end, resp.code, resp.remark)
-                        if resp.code == ResponseCode.SUCCESS and resp.body:
-                            for m in decode_records(resp.body):
-                                self.history.consume(m.body.decode(), queue, m.queue_offset)
-                        else:
-                            await asyncio.sleep(0.1)
-                        offset = max(offset, int(resp.ext("nextBeginOffset") or offset))
-        except TimeoutError as e:
-            raise AssertionError(f"could not read {addr} to the end; last pull {last}") from e
-        finally:
-            await client.close()
+        """Read every queue of ``addr`` from offset 0 to its max offset into the history."""
+        await read_queues(self.history, addr, TOPIC, QUEUES)
 
     # -- rounds --------------------------------------------------------------------------
 

@@ -1,13 +1,18 @@
 """LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) for orderly consumers.
 
 Owns: decoding the batch bodies and answering ``lockOKMQSet``. Mirrors
-``AdminBrokerProcessor.lockBatchMQ``/``unlockBatchMQ`` without ``lockInStrictMode`` (locks are
-this broker's only; client-flows.md section 4.5).
+``AdminBrokerProcessor.lockBatchMQ``/``unlockBatchMQ`` (client-flows.md section 4.5). With
+``lockInStrictMode`` (and a known member group: ``enableSlaveActingMaster``) a request that is not
+``onlyThisBroker`` locks a queue only when ``totalReplicas // 2 + 1`` members of the set, this one
+included, lock it: the queues locked here are sent on to every other live member with
+``onlyThisBroker=true`` and counted. Unlock stays local, as upstream.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -37,6 +42,15 @@ class LockProcessor:
         """``lockBatchMQ``: lock or renew each queue not held by another live client."""
         body = decode_lock_batch_request(request.body)
         locked = self._rt.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
+        quorum = self._rt.total_replicas // 2 + 1
+        ask = self._rt.lock_on_replicas
+        strict = self._rt.config.lock_in_strict_mode and not body.only_this_broker
+        if strict and ask is not None and quorum > 1:
+            votes = Counter(locked)
+            mine = replace(body, mq_set=tuple(locked), only_this_broker=True)
+            for theirs in await ask(mine):
+                votes.update(set(theirs) & set(locked))
+            locked = [mq for mq in locked if votes[mq] >= quorum]
         return request.make_response(ResponseCode.SUCCESS, body=encode_lock_batch_response(locked))
 
     async def unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
