@@ -246,6 +246,7 @@ class AutoSwitchHAMaster:
         # waiting for N replicas, by N.
         self._all_waiters = AckWaiters()
         self._count_waiters: dict[int, AckWaiters] = {}
+        self._reput_wake_pending = False
         store.add_append_listener(self._on_append)
 
     async def start(self, host: str = "0.0.0.0", port: int | None = None) -> None:
@@ -339,16 +340,23 @@ class AutoSwitchHAMaster:
         else:
             new = self.sync_state.compute_confirm_offset(max_offset, self.acks(),
                                                          self.confirm_offset)  # fmt: skip
+        if self._all_waiters or self._count_waiters:
+            acks = self.acks()
+            if self._all_waiters:
+                self._all_waiters.release(self._all_acked_offset(acks))
+            for needed, waiters in self._count_waiters.items():
+                waiters.release(self._acked_by_offset(acks, needed))
         if new != self.confirm_offset:
             self.confirm_offset = new
-            self.store.reput.wake()
-        if not self._all_waiters and not self._count_waiters:
-            return
-        acks = self.acks()
-        if self._all_waiters:
-            self._all_waiters.release(self._all_acked_offset(acks))
-        for needed, waiters in self._count_waiters.items():
-            waiters.release(self._acked_by_offset(acks, needed))
+            # Dispatch after the released sends wrote their answers: a reput wake scheduled
+            # now would run its whole pass (tens of records) before those answers go out.
+            if not self._reput_wake_pending:
+                self._reput_wake_pending = True
+                asyncio.get_running_loop().call_soon(self._wake_reput)
+
+    def _wake_reput(self) -> None:
+        self._reput_wake_pending = False
+        self.store.reput.wake()
 
     def shrink(self) -> None:
         """``maybeShrinkSyncStateSet`` (every ``checkSyncStateSetPeriod``)."""
