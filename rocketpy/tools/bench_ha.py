@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import re
 import sys
 import tempfile
@@ -140,12 +141,34 @@ async def _wait_all_in_sync(controllers: list[str]) -> ReplicasInfo:
         await admin.close()
 
 
-async def _measure(args: argparse.Namespace, ns: str, label: str) -> Result:
+def _cpu_s(child: Child) -> float:
+    """User + system CPU seconds of ``child`` so far (Linux ``/proc/<pid>/stat``)."""
+    try:
+        stat = Path(f"/proc/{child.proc.pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # fields from the third (state) on
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure(
+    args: argparse.Namespace, ns: str, label: str, procs: dict[str, Child]
+) -> Result:
+    """Warm up, then run the benchmark; print the CPU each process spent per message sent
+    (``procs`` by name, plus this process, the producer)."""
     # Warm up: create the topic, fault in the first mapped pages.
     await run_producer(ns, TOPIC, size=args.size, inflight=8, duration_s=1, report_interval_s=60)
-    return await run_producer(ns, TOPIC, size=args.size, inflight=args.inflight,
-                              duration_s=args.duration, report_interval_s=args.report_interval,
-                              label=label)  # fmt: skip
+    before = {name: _cpu_s(child) for name, child in procs.items()}
+    producer = time.process_time()
+    res = await run_producer(ns, TOPIC, size=args.size, inflight=args.inflight,
+                             duration_s=args.duration, report_interval_s=args.report_interval,
+                             label=label)  # fmt: skip
+    spent = {name: _cpu_s(child) - before[name] for name, child in procs.items()}
+    spent["producer"] = time.process_time() - producer
+    sent = max(res.message_rate * args.duration, 1.0)
+    print("  CPU us per message: " + ", ".join(
+        f"{name} {cpu * 1e6 / sent:.0f}" for name, cpu in spent.items()), flush=True)  # fmt: skip
+    return res
 
 
 def _line(res: Result, size: int) -> None:
@@ -163,9 +186,11 @@ async def _baseline(args: argparse.Namespace, work: Path) -> Result:
     try:
         conf = _write(work / "broker.conf", _broker_keys(work / "store"))
         args_ = ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", ns]
-        children.append(spawn(args_, BROKER_BOOT, work, "broker"))
+        broker = spawn(args_, BROKER_BOOT, work, "broker")
+        children.append(broker)
         print("== (a) one master broker, ASYNC_FLUSH, no replication ==", flush=True)
-        return await _measure(args, ns, f"single master ({args.inflight} in flight)")
+        return await _measure(args, ns, f"single master ({args.inflight} in flight)",
+                              {"master": broker})  # fmt: skip
     finally:
         for child in reversed(children):
             stop(child)
@@ -255,7 +280,11 @@ async def _replicated(args: argparse.Namespace, work: Path) -> Result:
         print(f"== (b) {REPLICAS} replicas in controller mode, allAckInSyncStateSet=true; master "
               f"{info.master_address}, SyncStateSet of {len(info.in_sync_replicas)} ==",
               flush=True)  # fmt: skip
-        result = await _measure(args, ns, f"3 replicas, all-ack ({args.inflight} in flight)")
+        procs = {("master" if addr == info.master_address else f"slave {addr}"): child
+                 for addr, child in replicas.items()}  # fmt: skip
+        procs.update({f"controller-n{i}": c for i, c in enumerate(group)})
+        result = await _measure(args, ns, f"3 replicas, all-ack ({args.inflight} in flight)",
+                                procs)  # fmt: skip
         if not args.no_failover:
             print(f"== (c) failover (broker heartbeat timeout {args.broker_timeout_ms} ms) ==",
                   flush=True)  # fmt: skip

@@ -19,6 +19,7 @@ import structlog
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import RocketPyError
+from rocketpy.ha.ack_waiters import AckWaiters
 from rocketpy.ha.autoswitch.sync_state import ExpandCheck, SyncStateTracker
 from rocketpy.ha.classic.master import FlowMonitor
 from rocketpy.ha.config import HAConfig
@@ -41,6 +42,7 @@ log = structlog.get_logger(__name__)
 
 READ_CHUNK = 64 * 1024
 NO_EPOCH_RETRY_S = 0.5  # upstream retries every 500 ms when no epoch covers the start offset
+ALL = 1 << 63  # a threshold above every offset: nothing to wait for
 
 
 class HAProtocolError(RocketPyError):
@@ -240,7 +242,11 @@ class AutoSwitchHAMaster:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("ha-connection")
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        # Sends waiting for every SyncStateSet member (allAckInSyncStateSet), and sends
+        # waiting for N replicas, by N.
+        self._all_waiters = AckWaiters()
+        self._count_waiters: dict[int, AckWaiters] = {}
+        self._reput_wake_pending = False
         store.add_append_listener(self._on_append)
 
     async def start(self, host: str = "0.0.0.0", port: int | None = None) -> None:
@@ -334,23 +340,47 @@ class AutoSwitchHAMaster:
         else:
             new = self.sync_state.compute_confirm_offset(max_offset, self.acks(),
                                                          self.confirm_offset)  # fmt: skip
+        if self._all_waiters or self._count_waiters:
+            acks = self.acks()
+            if self._all_waiters:
+                self._all_waiters.release(self._all_acked_offset(acks))
+            for needed, waiters in self._count_waiters.items():
+                waiters.release(self._acked_by_offset(acks, needed))
         if new != self.confirm_offset:
             self.confirm_offset = new
-            self.store.reput.wake()
-        for done, fut in self._waiters:
-            if not fut.done() and done():
-                fut.set_result(None)
+            # Dispatch after the released sends wrote their answers: a reput wake scheduled
+            # now would run its whole pass (tens of records) before those answers go out.
+            if not self._reput_wake_pending:
+                self._reput_wake_pending = True
+                asyncio.get_running_loop().call_soon(self._wake_reput)
+
+    def _wake_reput(self) -> None:
+        self._reput_wake_pending = False
+        self.store.reput.wake()
 
     def shrink(self) -> None:
         """``maybeShrinkSyncStateSet`` (every ``checkSyncStateSetPeriod``)."""
         connected = frozenset(c.slave_id for c in self.connections if c.slave_id >= 0)
         self._report(self.sync_state.maybe_shrink(self.clock.monotonic_ms(), connected))
 
+    def _all_acked_offset(self, acks: dict[int, int]) -> int:
+        """Highest offset every SyncStateSet member other than the master acked."""
+        members = self.sync_state.effective() - {self.sync_state.local_id}
+        return min((acks.get(m, -1) for m in members), default=ALL)
+
+    @staticmethod
+    def _acked_by_offset(acks: dict[int, int], needed: int) -> int:
+        """Highest offset ``needed`` replicas (the master counts as one) hold."""
+        slaves = needed - 1
+        if slaves <= 0:
+            return ALL
+        if len(acks) < slaves:
+            return -1
+        return sorted(acks.values(), reverse=True)[slaves - 1]
+
     def all_acked(self, offset: int) -> bool:
         """Every SyncStateSet member other than the master acked ``offset``."""
-        acks = self.acks()
-        members = self.sync_state.effective() - {self.sync_state.local_id}
-        return all(acks.get(m, -1) >= offset for m in members)
+        return self._all_acked_offset(self.acks()) >= offset
 
     def acked_count(self, offset: int) -> int:
         """Replicas holding ``offset`` (the master counts as one)."""
@@ -358,23 +388,15 @@ class AutoSwitchHAMaster:
 
     async def wait_for_all_acks(self, offset: int, timeout_s: float) -> bool:
         """``allAckInSyncStateSet``: wait until :meth:`all_acked`; False on timeout."""
-        return await self._wait(lambda: self.all_acked(offset), timeout_s)
+        if self.all_acked(offset):
+            return True
+        return await self._all_waiters.wait(offset, timeout_s)
 
     async def wait_for_acks(self, offset: int, timeout_s: float, needed: int) -> bool:
         """Wait until ``needed`` replicas (master included) hold ``offset``; False on timeout."""
-        return await self._wait(lambda: self.acked_count(offset) >= needed, timeout_s)
-
-    async def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
-        if done():
+        if self.acked_count(offset) >= needed:
             return True
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (done, fut)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await fut
-        except TimeoutError:
-            return False
-        finally:
-            self._waiters.remove(entry)
-        return True
+        waiters = self._count_waiters.get(needed)
+        if waiters is None:
+            waiters = self._count_waiters[needed] = AckWaiters()
+        return await waiters.wait(offset, timeout_s)

@@ -18,6 +18,7 @@ import structlog
 
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock, SystemClock
+from rocketpy.ha.ack_waiters import AckWaiters
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.protocol import HACodecError, OffsetReportReader, encode_classic_frame
 from rocketpy.store.message_store import MessageStore
@@ -174,6 +175,9 @@ class SlaveConnection:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout((heartbeat_ms - idle_ms) / 1000):
                     await self._new_data.wait()
+            # One more loop turn: the other sends of the same burst append too, and go out in
+            # this frame (one write and one slave report for many messages).
+            await asyncio.sleep(0)
 
     async def _send(self, frame: bytes) -> None:
         self._writer.write(frame)
@@ -194,7 +198,7 @@ class ClassicHAMaster:
         self.push_to_slave_max_offset = 0  # push2SlaveMaxOffset: max ack over all connections
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("ha-connection")
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: dict[int, AckWaiters] = {}  # SYNC_MASTER sends, by replicas needed
         self.port = 0
         store.add_append_listener(self._on_append)
 
@@ -213,9 +217,8 @@ class ClassicHAMaster:
         await self._tasks.cancel_all()
         if server is not None:
             await server.wait_closed()
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.cancel()
+        for waiters in self._waiters.values():
+            waiters.cancel_all()
 
     def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = SlaveConnection(self, reader, writer)
@@ -237,9 +240,18 @@ class ClassicHAMaster:
     def on_ack(self, offset: int) -> None:
         """A slave acknowledged ``offset``; release the waits it satisfies."""
         self.push_to_slave_max_offset = max(self.push_to_slave_max_offset, offset)
-        for end, needed, fut in self._waiters:
-            if not fut.done() and self.is_acked(end, needed):
-                fut.set_result(None)
+        for needed, waiters in self._waiters.items():
+            if waiters:
+                waiters.release(self._acked_offset(needed))
+
+    def _acked_offset(self, needed: int) -> int:
+        """Highest offset :meth:`is_acked` holds for with ``needed``."""
+        if needed <= 1:
+            return self.push_to_slave_max_offset
+        if len(self.connections) < needed - 1:
+            return -1
+        acks = sorted((c.ack_offset for c in self.connections), reverse=True)
+        return acks[needed - 2]
 
     def is_acked(self, offset: int, needed: int) -> bool:
         """Whether ``needed`` replicas (the master counts as one) hold bytes below ``offset``.
@@ -247,10 +259,7 @@ class ClassicHAMaster:
         ``needed <= 1`` means "any slave": ``push2SlaveMaxOffset >= offset``, as upstream's
         ``GroupTransferService.doWaitTransfer`` does for ``ackNums <= 1``.
         """
-        if needed <= 1:
-            return self.push_to_slave_max_offset >= offset
-        acks = 1 + sum(1 for c in self.connections if c.ack_offset >= offset)
-        return acks >= needed
+        return self._acked_offset(needed) >= offset
 
     async def wait_for_ack(self, offset: int, timeout_s: float, needed: int) -> bool:
         """Wait until :meth:`is_acked` holds for ``offset`` (SYNC_MASTER group transfer).
@@ -265,17 +274,10 @@ class ClassicHAMaster:
         """
         if self.is_acked(offset, needed):
             return True
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (offset, needed, fut)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await fut
-        except TimeoutError:
-            return False
-        finally:
-            self._waiters.remove(entry)
-        return True
+        waiters = self._waiters.get(needed)
+        if waiters is None:
+            waiters = self._waiters[needed] = AckWaiters()
+        return await waiters.wait(offset, timeout_s)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """4.9 ``isSlaveOK``: a slave is connected and not ``haMaxGapNotInSync`` behind."""
