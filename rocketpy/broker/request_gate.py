@@ -1,6 +1,8 @@
 """Per-family request admission: bounded concurrency, bounded waiting, SYSTEM_BUSY beyond.
 
-Owns: :class:`RequestGate` and :func:`gated`, which wraps a processor. Replaces upstream's
+Owns: :class:`RequestGate`, :func:`gated`, which wraps a processor, and :func:`gated_nowait`,
+which wraps a synchronous fast path (a request answered without awaiting never waits for a slot
+while one is free, and needs no task). Replaces upstream's
 per-family thread pools and their queues (``sendMessageThreadPoolNums`` /
 ``sendThreadPoolQueueCapacity`` ...): at most ``max_concurrency`` requests of a family run at
 once, at most ``max_waiting`` wait for a slot, and a request that waited longer than
@@ -12,11 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
+from collections.abc import Awaitable
 
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.dispatch import Processor, RequestContext
+from rocketpy.remoting.transport.dispatch import (
+    NowaitProcessor,
+    NowaitResult,
+    Processor,
+    RequestContext,
+)
 
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
@@ -31,7 +40,9 @@ class RequestGate:
         ``max_waiting`` requests allowed to queue; ``max_wait_ms`` longest wait in the queue
         (None: no limit)."""
         self.name = name
-        self._sem = asyncio.Semaphore(max_concurrency)
+        # Invariant: _free > 0 only while _waiters is empty (release hands a slot to the head).
+        self._free = max_concurrency
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._max_waiting = max_waiting
         self._max_wait_ms = max_wait_ms
         self._waiting = 0
@@ -53,28 +64,42 @@ class RequestGate:
             return 0
         return int((time.monotonic() - min(self._wait_started)) * 1000)
 
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits (no await); False otherwise."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         """Take a slot.
 
         Raises:
             RemoteError: SYSTEM_BUSY when the wait queue is full or the wait was too long.
         """
-        if not self._sem.locked():
-            await self._sem.acquire()
+        if self.try_acquire():
             return
         if self._waiting >= self._max_waiting:
             raise RemoteError(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self._waiting += 1
         start = time.monotonic()
         self._wait_started.append(start)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
         try:
-            await self._sem.acquire()
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot was handed over as we were cancelled: pass it on
+            elif fut in self._waiters:
+                self._waiters.remove(fut)
+            raise
         finally:
             self._waiting -= 1
             self._wait_started.remove(start)
         waited_ms = int((time.monotonic() - start) * 1000)
         if self._max_wait_ms is not None and waited_ms > self._max_wait_ms:
-            self._sem.release()
+            self.release()
             raise RemoteError(
                 ResponseCode.SYSTEM_BUSY,
                 "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
@@ -82,8 +107,13 @@ class RequestGate:
             )
 
     def release(self) -> None:
-        """Give the slot back."""
-        self._sem.release()
+        """Give the slot back (straight to the longest waiter, if any)."""
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1
 
 
 def gated(gate: RequestGate, processor: Processor) -> Processor:
@@ -97,3 +127,35 @@ def gated(gate: RequestGate, processor: Processor) -> Processor:
             gate.release()
 
     return run
+
+
+def gated_nowait(
+    gate: RequestGate, nowait: NowaitProcessor, processor: Processor
+) -> NowaitProcessor:
+    """``nowait`` run at once while ``gate`` has a free slot (held until its awaitable, if it
+    returns one, is done); otherwise ``processor`` queued through ``gate`` as :func:`gated`."""
+    queued = gated(gate, processor)
+
+    def run(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+        if not gate.try_acquire():
+            return queued(ctx, request)
+        try:
+            result = nowait(ctx, request)
+        except BaseException:
+            gate.release()
+            raise
+        if result is None or isinstance(result, RemotingCommand):
+            gate.release()
+            return result
+        return _release_after(gate, result)
+
+    return run
+
+
+async def _release_after(
+    gate: RequestGate, pending: Awaitable[RemotingCommand | None]
+) -> RemotingCommand | None:
+    try:
+        return await pending
+    finally:
+        gate.release()
