@@ -54,6 +54,7 @@ TRANSACTION_MASK: Final = 0xC
 TRANSACTION_COMMIT: Final = 0x8
 MAX_PROPERTIES_BYTES: Final = 32767
 V3_4_9: Final = 121  # MQVersion ordinal from which the header's maxReconsumeTimes is honoured
+_SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 
 _PUT_FAILURES: Final[Mapping[PutMessageStatus, tuple[int, str]]] = {
@@ -105,6 +106,8 @@ class SendMessageProcessor:
     def __init__(self, rt: BrokerRuntime) -> None:
         """Args: ``rt`` the shared broker state."""
         self._rt = rt
+        #: Names that passed the (pure, name-only) topic checks: skipped on later sends.
+        self._sendable_topics: set[str] = set()
 
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
@@ -213,13 +216,17 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{rt.config.broker_ip1}] sending message is forbidden",
             )
-        remark = tv.validate_topic(h.topic)
-        if remark is not None:
-            raise RemoteError(ResponseCode.INVALID_PARAMETER, remark)
-        if tv.is_not_allowed_send_topic(h.topic):
-            raise RemoteError(
-                ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden."
-            )
+        if h.topic not in self._sendable_topics:
+            remark = tv.validate_topic(h.topic)
+            if remark is not None:
+                raise RemoteError(ResponseCode.INVALID_PARAMETER, remark)
+            if tv.is_not_allowed_send_topic(h.topic):
+                raise RemoteError(
+                    ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden."
+                )
+            if len(self._sendable_topics) >= _SENDABLE_CACHE:
+                self._sendable_topics.clear()
+            self._sendable_topics.add(h.topic)
         topic_config = rt.topics.select(h.topic)
         if topic_config is None:
             log.warning("the topic not exist", topic=h.topic, producer=ctx.channel.peer)
