@@ -1,6 +1,8 @@
 """Per-family request admission: bounded concurrency, bounded waiting, SYSTEM_BUSY beyond.
 
-Owns: :class:`RequestGate` and :func:`gated`, which wraps a processor. Replaces upstream's
+Owns: :class:`RequestGate`, :func:`gated`, which wraps a processor, and :func:`gated_nowait`,
+which wraps a synchronous fast path (a request answered without awaiting never waits for a slot
+while one is free, and needs no task). Replaces upstream's
 per-family thread pools and their queues (``sendMessageThreadPoolNums`` /
 ``sendThreadPoolQueueCapacity`` ...): at most ``max_concurrency`` requests of a family run at
 once, at most ``max_waiting`` wait for a slot, and a request that waited longer than
@@ -12,13 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.dispatch import Processor, RequestContext
+from rocketpy.remoting.transport.dispatch import (
+    NowaitProcessor,
+    NowaitResult,
+    Processor,
+    RequestContext,
+)
 
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
@@ -31,13 +39,25 @@ def release_slot_early() -> None:
 
     Upstream's send thread returns as soon as the append is done and the SYNC_MASTER reply is
     written when the replication future completes (``asyncPutMessage`` + ``handleHA``), so the
-    thread pool bounds appends, not replication waits. The request task calls this before
-    waiting for slave acks; the in-flight cap per connection still bounds the waiters.
+    thread pool bounds appends, not replication waits. The request calls this before waiting
+    for slave acks; the in-flight cap per connection still bounds the waiters.
     """
     release = _held_slot.get()
     if release is not None:
         _held_slot.set(None)
         release()
+
+
+def _release_once(gate: RequestGate) -> Callable[[], None]:
+    held = True
+
+    def release() -> None:
+        nonlocal held
+        if held:
+            held = False
+            gate.release()
+
+    return release
 
 
 class RequestGate:
@@ -50,7 +70,9 @@ class RequestGate:
         ``max_waiting`` requests allowed to queue; ``max_wait_ms`` longest wait in the queue
         (None: no limit)."""
         self.name = name
-        self._sem = asyncio.Semaphore(max_concurrency)
+        # Invariant: _free > 0 only while _waiters is empty (release hands a slot to the head).
+        self._free = max_concurrency
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._max_waiting = max_waiting
         self._max_wait_ms = max_wait_ms
         self._waiting = 0
@@ -72,28 +94,42 @@ class RequestGate:
             return 0
         return int((time.monotonic() - min(self._wait_started)) * 1000)
 
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits (no await); False otherwise."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         """Take a slot.
 
         Raises:
             RemoteError: SYSTEM_BUSY when the wait queue is full or the wait was too long.
         """
-        if not self._sem.locked():
-            await self._sem.acquire()
+        if self.try_acquire():
             return
         if self._waiting >= self._max_waiting:
             raise RemoteError(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self._waiting += 1
         start = time.monotonic()
         self._wait_started.append(start)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
         try:
-            await self._sem.acquire()
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot was handed over as we were cancelled: pass it on
+            elif fut in self._waiters:
+                self._waiters.remove(fut)
+            raise
         finally:
             self._waiting -= 1
             self._wait_started.remove(start)
         waited_ms = int((time.monotonic() - start) * 1000)
         if self._max_wait_ms is not None and waited_ms > self._max_wait_ms:
-            self._sem.release()
+            self.release()
             raise RemoteError(
                 ResponseCode.SYSTEM_BUSY,
                 "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
@@ -101,8 +137,13 @@ class RequestGate:
             )
 
     def release(self) -> None:
-        """Give the slot back."""
-        self._sem.release()
+        """Give the slot back (straight to the longest waiter, if any)."""
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1
 
 
 def gated(gate: RequestGate, processor: Processor) -> Processor:
@@ -110,19 +151,49 @@ def gated(gate: RequestGate, processor: Processor) -> Processor:
 
     async def run(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         await gate.acquire()
-        held = True
-
-        def release_once() -> None:
-            nonlocal held
-            if held:
-                held = False
-                gate.release()
-
-        token = _held_slot.set(release_once)
+        release = _release_once(gate)
+        token = _held_slot.set(release)
         try:
             return await processor(ctx, request)
         finally:
             _held_slot.reset(token)
-            release_once()
+            release()
 
     return run
+
+
+def gated_nowait(
+    gate: RequestGate, nowait: NowaitProcessor, processor: Processor
+) -> NowaitProcessor:
+    """``nowait`` run at once while ``gate`` has a free slot (held until its awaitable, if it
+    returns one, is done); otherwise ``processor`` queued through ``gate`` as :func:`gated`."""
+    queued = gated(gate, processor)
+
+    def run(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+        if not gate.try_acquire():
+            return queued(ctx, request)
+        try:
+            result = nowait(ctx, request)
+        except BaseException:
+            gate.release()
+            raise
+        if result is None or isinstance(result, RemotingCommand):
+            gate.release()
+            return result
+        return _release_after(gate, result)
+
+    return run
+
+
+async def _release_after(
+    gate: RequestGate, pending: Awaitable[RemotingCommand | None]
+) -> RemotingCommand | None:
+    """Await the rest of a fast-path request holding its slot (given back early by
+    :func:`release_slot_early` when it waits for slaves)."""
+    release = _release_once(gate)
+    token = _held_slot.set(release)
+    try:
+        return await pending
+    finally:
+        _held_slot.reset(token)
+        release()

@@ -126,9 +126,15 @@ def _to_store(msg: MessageToStore) -> StoreMessage:
     )
 
 
+_STATUS: dict[object, PutMessageStatus] = {}
+
+
 def _from_append(result: AppendResult) -> PutResult:
+    status = _STATUS.get(result.status)
+    if status is None:  # an enum call per put costs more than the lookup
+        status = _STATUS[result.status] = PutMessageStatus(result.status.value)
     return PutResult(
-        status=PutMessageStatus(result.status.value),
+        status=status,
         wrote_offset=result.wrote_offset,
         msg_id=result.msg_id,
         queue_offset=result.queue_offset,
@@ -253,6 +259,14 @@ class MessageStoreAdapter:
     async def put_message(self, msg: MessageToStore) -> PutResult:
         """Append one message; a SYNC_MASTER then waits for its slaves (``handleHA``)."""
         return await self.put_messages([msg])
+
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
+        """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
+        to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
+        if self.ha is not None or self.auto_ha is not None:
+            return None
+        appended = self.store.put_message_nowait(_to_store(msg))
+        return None if appended is None else _from_append(appended)
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch with consecutive queue offsets, then wait for slaves as configured."""

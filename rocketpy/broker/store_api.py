@@ -78,7 +78,8 @@ class MessageToStore:
     prepared_transaction_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per send (a frozen ``__init__`` costs twice as much). Treat as read-only.
+@dataclass(slots=True, kw_only=True)
 class PutResult:
     """``PutMessageResult`` + ``AppendMessageResult``.
 
@@ -176,6 +177,12 @@ class BrokerStore(Protocol):
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch to one queue with consecutive queue offsets."""
+        ...
+
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
+        """:meth:`put_message` when it needs no await (the send hot path): the result, or None
+        -- with nothing written -- when the put has to wait (a new segment, a flush or replicas
+        to wait for); the caller then awaits :meth:`put_message`."""
         ...
 
     def get_message(

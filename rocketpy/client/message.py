@@ -126,7 +126,9 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per send on the producer's hot path (a frozen ``__init__`` costs twice as much).
+# Treat as read-only.
+@dataclass(slots=True, kw_only=True)
 class SendResult:
     """``SendResult``.
 

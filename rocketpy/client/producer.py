@@ -247,6 +247,7 @@ class Producer:
         budget = self.send_timeout_s if timeout_s is None else timeout_s
         deadline = loop.time() + budget
         attempts = 1 if queue is not None else 1 + self.retry_times_when_send_failed
+        remoting = self._client.remoting
         last_broker: str | None = None
         last_error: Exception | None = None
         for _ in range(attempts):
@@ -261,7 +262,7 @@ class Producer:
                 continue
             request = self._request(mq, payload)
             try:
-                conn = await self._client.remoting.connection(addr)
+                conn = remoting.connection_nowait(addr) or await remoting.connection(addr)
                 response = await conn.invoke(request, remaining)
             except (ConnectionClosed, RequestTimeout) as e:
                 last_error = e

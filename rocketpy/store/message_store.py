@@ -219,6 +219,10 @@ class MessageStore:
         """Append one message (store.md section 3)."""
         return await self.commit_log.put_message(msg)
 
+    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
+        """:meth:`put_message` if it needs no await, else None with nothing written."""
+        return self.commit_log.put_message_nowait(msg)
+
     async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
         """Append a batch with consecutive queue offsets."""
         return await self.commit_log.put_messages(msgs)

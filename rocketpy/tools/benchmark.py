@@ -6,7 +6,8 @@ suite``. ``producer``/``batchproducer`` keep ``--inflight`` sends outstanding wi
 and average RT, p50/p99 and failures, then a summary; ``consumer`` push-consumes and prints the
 consume TPS and born-to-consume latency; ``echo`` serves the raw loopback ceiling; ``suite`` (what
 ``make bench`` runs) starts a NameServer, a broker and an echo server as child processes on
-loopback and runs every phase, printing each figure beside the ceiling measured in the same run.
+loopback and runs every phase, printing each figure beside the ceiling measured in the same run
+and the CPU each message cost the broker and the client (steady even on a busy machine).
 Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
 """
 
@@ -32,7 +33,14 @@ from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.tools.children import Child, spawn, stop
-from rocketpy.tools.loadgen import Result, drive, memory_summary, rss_mb, serve_echo
+from rocketpy.tools.loadgen import (
+    Result,
+    cpu_seconds,
+    drive,
+    memory_summary,
+    rss_mb,
+    serve_echo,
+)
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address \S+:(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[\S+, \S+:(\d+)\] boot success\.")
@@ -288,13 +296,27 @@ async def _echo_main(port: int) -> None:
 # -- suite (make bench) ------------------------------------------------------------------------
 
 
-def _line(res: Result, ceiling: Result | None = None) -> None:
+def _line(res: Result, ceiling: Result | None = None, cpu: str = "") -> None:
     ratio = f"   {res.message_rate / ceiling.message_rate:6.1%} of ceiling" if ceiling else ""
     print(
         f"  {res.label:<44} {res.message_rate:>10,.0f} msg/s {res.message_rate * _SIZE / 1e6:7.2f}"
         f" MB/s   p50 {res.pct(0.5) / 1000:7.3f} ms   p99 {res.pct(0.99) / 1000:7.3f} ms"
-        f"   failed {res.failures}{ratio}",
+        f"   failed {res.failures}{ratio}{cpu}",
         flush=True,
+    )
+
+
+async def _cpu_metered(broker_pid: int, run: Coroutine[Any, Any, Result]) -> tuple[Result, str]:
+    """Run a phase and describe the CPU it cost per message: the broker's (from ``/proc``) and
+    this process's (the client or load generator). Unlike msg/s, these do not depend on how busy
+    a shared machine is."""
+    broker0, client0 = cpu_seconds(broker_pid), time.process_time()
+    res = await run
+    broker1, client1 = cpu_seconds(broker_pid), time.process_time()
+    n = max(1, res.messages or res.requests)
+    return res, (
+        f"   CPU/msg broker {(broker1 - broker0) * 1e6 / n:6.1f} us"
+        f" client {(client1 - client0) * 1e6 / n:6.1f} us"
     )
 
 
@@ -347,46 +369,58 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, ech
     warm = await run_producer(
         namesrv, topic, size=args.size, inflight=8, duration_s=1, report_interval_s=60
     )
-    phases: list[tuple[Result, bool]] = []
+    phases: list[tuple[Result, bool, str]] = []
 
     ceiling = (await drive("127.0.0.1", int(echo.booted), frames, args.inflight, d)).labelled(
         f"raw loopback echo ceiling ({args.inflight} in flight)"
     )
-    raw = await drive(
-        "127.0.0.1", int(broker.booted), frames, args.inflight, d, count_failures=True
+    raw, cpu = await _cpu_metered(
+        pid,
+        drive("127.0.0.1", int(broker.booted), frames, args.inflight, d, count_failures=True),
     )
-    phases.append((raw.labelled(f"broker, pipelined raw frames ({args.inflight} in flight)"), True))
-    single = await run_producer(
-        namesrv,
-        topic,
-        size=args.size,
-        inflight=args.inflight,
-        duration_s=d,
-        report_interval_s=args.report_interval,
-        label=f"Producer.send ({args.inflight} in flight)",
+    phases.append(
+        (raw.labelled(f"broker, pipelined raw frames ({args.inflight} in flight)"), True, cpu)
     )
-    phases.append((single, True))
-    batched = await run_producer(
-        namesrv,
-        topic,
-        size=args.size,
-        inflight=args.batch_inflight,
-        duration_s=d,
-        batch=args.batch,
-        report_interval_s=args.report_interval,
-        label=f"Producer.send_batch ({args.batch}/batch, {args.batch_inflight} in flight)",
+    single, cpu = await _cpu_metered(
+        pid,
+        run_producer(
+            namesrv,
+            topic,
+            size=args.size,
+            inflight=args.inflight,
+            duration_s=d,
+            report_interval_s=args.report_interval,
+            label=f"Producer.send ({args.inflight} in flight)",
+        ),
     )
-    phases.append((batched, True))
-    one = await run_producer(
-        namesrv,
-        topic,
-        size=args.size,
-        inflight=1,
-        duration_s=d,
-        report_interval_s=args.report_interval,
-        label="Producer.send (1 in flight)",
+    phases.append((single, True, cpu))
+    batched, cpu = await _cpu_metered(
+        pid,
+        run_producer(
+            namesrv,
+            topic,
+            size=args.size,
+            inflight=args.batch_inflight,
+            duration_s=d,
+            batch=args.batch,
+            report_interval_s=args.report_interval,
+            label=f"Producer.send_batch ({args.batch}/batch, {args.batch_inflight} in flight)",
+        ),
     )
-    phases.append((one, False))
+    phases.append((batched, True, cpu))
+    one, cpu = await _cpu_metered(
+        pid,
+        run_producer(
+            namesrv,
+            topic,
+            size=args.size,
+            inflight=1,
+            duration_s=d,
+            report_interval_s=args.report_interval,
+            label="Producer.send (1 in flight)",
+        ),
+    )
+    phases.append((one, False, cpu))
     produced = (
         warm.messages
         + raw.requests
@@ -395,24 +429,27 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, ech
         + batched.messages
         + one.messages
     )
-    consumed = await run_consumer(
-        namesrv,
-        topic,
-        "benchmark_consumer",
-        duration_s=max(60.0, 4 * d),
-        expect=produced,
-        report_interval_s=args.report_interval,
-        label=f"PushConsumer catch-up of {produced:,} (latency: born->consumed)",
+    consumed, cpu = await _cpu_metered(
+        pid,
+        run_consumer(
+            namesrv,
+            topic,
+            "benchmark_consumer",
+            duration_s=max(60.0, 4 * d),
+            expect=produced,
+            report_interval_s=args.report_interval,
+            label=f"PushConsumer catch-up of {produced:,} (latency: born->consumed)",
+        ),
     )
-    phases.append((consumed, False))
+    phases.append((consumed, False, cpu))
     echo_one = (await drive("127.0.0.1", int(echo.booted), frames, 1, d)).labelled(
         "raw loopback echo ceiling (1 in flight)"
     )
     print(f"\n== rocketpy benchmark: {args.size} B messages, ASYNC_FLUSH, one broker ==")
     _line(ceiling)
     _line(echo_one)
-    for res, vs_ceiling in phases:
-        _line(res, ceiling if vs_ceiling else None)
+    for res, vs_ceiling, cpu in phases:
+        _line(res, ceiling if vs_ceiling else None, cpu)
     print(f"  received {consumed.messages:,} of {produced:,} acknowledged messages")
     print(f"  broker after run: {memory_summary(pid)}")
     if args.soak:

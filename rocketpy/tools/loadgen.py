@@ -2,14 +2,15 @@
 
 Owns: :func:`drive` (keeps N pre-encoded request frames in flight on one connection and times each
 reply by its ``opaque``), :func:`serve_echo` (a server that writes every byte straight back: no
-framing, no decoding, no work -- the loopback ceiling), :class:`Result` and the ``/proc`` RSS
-reader. Must not: decode replies beyond finding the opaque (the driver must cost the same against
-the echo server and a daemon, or the ratio means nothing).
+framing, no decoding, no work -- the loopback ceiling), :class:`Result` and the ``/proc`` RSS and
+CPU readers. Must not: decode replies beyond finding the opaque (the driver must cost the same
+against the echo server and a daemon, or the ratio means nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import struct
 import time
@@ -168,6 +169,15 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     except OSError:
         return 0.0
     return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used (``/proc/<pid>/stat``; 0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memory_summary(pid: int) -> str:

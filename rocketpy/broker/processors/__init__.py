@@ -15,7 +15,7 @@ from rocketpy.broker.processors.lock import LockProcessor
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
-from rocketpy.broker.request_gate import RequestGate, gated
+from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry
 from rocketpy.store.config_shapes import DelayOffsetTable
@@ -108,7 +108,13 @@ def build_registry(
         ),
     ]
     registry = ProcessorRegistry()
+    nowait = send.nowait_handlers()
     for family_gate, handlers in families:
         for code, processor in handlers.items():
-            registry.register(code, gated(family_gate, processor))
+            fast = nowait.get(code)
+            registry.register(
+                code,
+                gated(family_gate, processor),
+                nowait=None if fast is None else gated_nowait(family_gate, fast, processor),
+            )
     return registry

@@ -84,9 +84,10 @@ def _ext_fields(value: Any) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict):
         raise CodecError("extFields must be an object", field="extFields")
-    if all(type(v) is str for v in value.values()):
-        return value  # Java/Go clients: JSON object keys are str already, values all strings
-    return {str(k): _text(v) for k, v in value.items() if v is not None}
+    for v in value.values():
+        if type(v) is not str:
+            return {str(k): _text(v) for k, v in value.items() if v is not None}
+    return value  # Java/Go clients: JSON object keys are str already, values all strings
 
 
 def decode_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -103,13 +104,32 @@ def decode_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         raise CodecError("header is not a JSON object", field="header")
     if "code" not in obj:
         raise CodecError("header has no code", field="code")
-    remark = obj.get("remark")
+    get = obj.get
+    # The common shapes (Java/Go: ints are ints, language a known name) without the generic
+    # helpers; anything else goes through them (a header decodes per request).
+    code, version, opaque, flag = get("code"), get("version", 0), get("opaque", 0), get("flag", 0)
+    if type(code) is not int:
+        code = _int(obj, "code")
+    if type(version) is not int:
+        version = _int(obj, "version")
+    if type(opaque) is not int:
+        opaque = _int(obj, "opaque")
+    if type(flag) is not int:
+        flag = _int(obj, "flag")
+    lang = get("language")
+    language = _BY_NAME.get(lang) if type(lang) is str else None
+    if language is None:
+        language = _language(lang)
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
+        remark = _text(remark)
+    ext = get("extFields")
     return RemotingCommand(
-        code=_int(obj, "code"),
-        language=_language(obj.get("language")),
-        version=_int(obj, "version"),
-        opaque=_int(obj, "opaque"),
-        flag=_int(obj, "flag"),
-        remark=None if remark is None else _text(remark),
-        ext_fields=_ext_fields(obj.get("extFields")),
+        code=code,
+        language=language,
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=None if ext is None else _ext_fields(ext),
     )

@@ -54,6 +54,11 @@ class RemotingClient:
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
         self._closed = False
 
+    def connection_nowait(self, addr: str) -> Connection | None:
+        """The live connection to ``addr`` if there is one (never connects)."""
+        conn = self._conns.get(addr)
+        return None if conn is None or conn.is_closed else conn
+
     async def connection(self, addr: str) -> Connection:
         """The live connection to ``addr``, connecting if needed.
 

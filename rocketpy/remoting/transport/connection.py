@@ -4,7 +4,9 @@ writes.
 Owns: an asyncio ``Protocol`` per TCP connection that splits the byte stream into frames (checking
 the length against :class:`FrameLimits` before buffering a frame), runs each incoming request as a
 contained task through :func:`dispatch`, matches responses to this side's pending requests by
-opaque, and coalesces everything written in one loop iteration into one ``write``. Implements the
+opaque, and coalesces everything written in one loop iteration into one ``write``. A request
+whose processor has a synchronous form (``ProcessorRegistry.lookup_nowait``) is answered straight
+from ``data_received`` without a task. Implements the
 :class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the per-channel parts of
 ``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand) and ``NettyDecoder``.
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Final, cast
 
 import structlog
@@ -34,7 +37,12 @@ from rocketpy.remoting.protocol.frame import (
     encode_frame,
     read_length,
 )
-from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
+from rocketpy.remoting.transport.dispatch import (
+    ProcessorRegistry,
+    RequestContext,
+    dispatch,
+    dispatch_nowait,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +72,9 @@ class Connection(asyncio.Protocol):
         self._pos = 0
         self._need = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        #: (deadline, future, timeout, code) of invoke()s in non-decreasing deadline order.
+        self._deadlines: deque[tuple[float, asyncio.Future[RemotingCommand], float, int]] = deque()
+        self._deadline_timer: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._write_paused = False
@@ -113,15 +124,43 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[request.opaque] = fut
-        # A timer that fails the future, cheaper than asyncio.timeout() on the per-send path.
-        timer = loop.call_later(timeout_s, _expire, fut, self._peer, timeout_s, request.code)
+        deadline = loop.time() + timeout_s
+        deadlines = self._deadlines
+        timer: asyncio.TimerHandle | None = None
+        if not deadlines or deadline >= deadlines[-1][0]:
+            # The usual case (one timeout per connection's callers): in deadline order, expired
+            # by the one shared timer -- no timer per request.
+            deadlines.append((deadline, fut, timeout_s, request.code))
+            if self._deadline_timer is None:
+                self._deadline_timer = loop.call_at(deadline, self._expire_due)
+        else:
+            timer = loop.call_at(deadline, _expire, fut, self._peer, timeout_s, request.code)
         try:
             self.send_response(request)
             return await fut
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             if self._pending.get(request.opaque) is fut:
                 del self._pending[request.opaque]
+
+    def _expire_due(self) -> None:
+        """The shared timer: fail due requests, drop answered ones, re-arm for the oldest one
+        still waiting (answered entries are dropped whatever their deadline, so it fires about
+        once per timeout, not once per request)."""
+        self._deadline_timer = None
+        deadlines = self._deadlines
+        now = asyncio.get_running_loop().time()
+        while deadlines:
+            deadline, fut, timeout_s, code = deadlines[0]
+            if not fut.done():
+                if deadline > now:
+                    self._deadline_timer = asyncio.get_running_loop().call_at(
+                        deadline, self._expire_due
+                    )
+                    return
+                _expire(fut, self._peer, timeout_s, code)
+            deadlines.popleft()
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send a oneway request (flag bit 1 set); nothing comes back."""
@@ -221,11 +260,27 @@ class Connection(asyncio.Protocol):
             if not cmd.is_oneway:
                 self.send_response(cmd.make_response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
             return
-        self._tasks.spawn(self._process(cmd))
+        nowait = self._registry.lookup_nowait(cmd.code)
+        if nowait is None:
+            self._tasks.spawn(self._process(cmd))
+            return
+        # The synchronous fast path: answered here, no task unless the processor must wait.
+        result = dispatch_nowait(nowait, self._ctx, cmd)
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            self.send_response(result)
+        else:
+            self._tasks.spawn(self._finish(result))
 
     async def _process(self, cmd: RemotingCommand) -> None:
         assert self._registry is not None  # noqa: S101 - checked by the caller
         response = await dispatch(self._registry, self._ctx, cmd)
+        if response is not None:
+            self.send_response(response)
+
+    async def _finish(self, pending: Awaitable[RemotingCommand | None]) -> None:
+        response = await pending
         if response is not None:
             self.send_response(response)
 
@@ -262,6 +317,10 @@ class Connection(asyncio.Protocol):
             self._on_closed(self)
 
     def _fail_pending(self, cause: BaseException | None) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+        self._deadlines.clear()
         pending = self._pending
         self._pending = {}
         for fut in pending.values():

@@ -7,14 +7,17 @@ processor's result or exception into the response upstream's
 touch sockets directly (the connection object does).
 
 A processor returns the response command, or ``None`` when it answers later itself through
-``ctx.send_response`` (long polling) or when the request is oneway.
+``ctx.send_response`` (long polling) or when the request is oneway. A code may also have a
+:data:`NowaitProcessor`: a plain function the connection calls straight from the frame decoder,
+returning the response (no task, no coroutine: the send hot path) or, when it must wait, an
+awaitable the connection runs as a contained task (:func:`dispatch_nowait`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -63,6 +66,10 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+NowaitResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+#: Answers synchronously (a command or None, as a :data:`Processor`'s result) or returns an
+#: awaitable of that when it has to wait.
+NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 
 
 class ProcessorRegistry:
@@ -70,11 +77,22 @@ class ProcessorRegistry:
 
     def __init__(self) -> None:
         self._table: dict[int, Processor] = {}
+        self._nowait: dict[int, NowaitProcessor] = {}
         self._default: Processor | None = None
 
-    def register(self, code: int, processor: Processor) -> None:
-        """Route ``code`` to ``processor`` (later registrations replace earlier ones)."""
+    def register(
+        self, code: int, processor: Processor, *, nowait: NowaitProcessor | None = None
+    ) -> None:
+        """Route ``code`` to ``processor`` (later registrations replace earlier ones).
+
+        ``nowait``, when given, is the same processor as a :data:`NowaitProcessor`, which the
+        connection prefers (it must behave exactly as ``processor``).
+        """
         self._table[int(code)] = processor
+        if nowait is None:
+            self._nowait.pop(int(code), None)
+        else:
+            self._nowait[int(code)] = nowait
 
     def register_default(self, processor: Processor) -> None:
         """Processor for codes without their own entry."""
@@ -83,6 +101,10 @@ class ProcessorRegistry:
     def lookup(self, code: int) -> Processor | None:
         """The processor for ``code``, else the default, else None."""
         return self._table.get(code, self._default)
+
+    def lookup_nowait(self, code: int) -> NowaitProcessor | None:
+        """The synchronous form of ``code``'s processor, if it has one."""
+        return self._nowait.get(code)
 
     def codes(self) -> frozenset[int]:
         """Codes with their own processor."""
@@ -113,21 +135,55 @@ async def dispatch(
     else:
         try:
             response = await processor(ctx, request)
-        except RemoteError as e:
-            response = request.make_response(e.code, e.remark)
-        except ControllerError as e:
-            response = request.make_response(e.code, e.remark)
-        except (CodecError, RocketPyError) as e:
-            # Bad input or a refused domain operation: a clear remark, no traceback in the log.
-            log.warning("request refused", code=request.code, peer=ctx.channel.peer, error=str(e))
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-        except Exception as e:
-            log.exception("process request exception", code=request.code, peer=ctx.channel.peer)
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, _simple_desc(e))
+        except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
+            response = _error_response(ctx, request, e)
     if request.is_oneway or response is None:
         return None
     response.opaque = request.opaque
     return response
+
+
+def dispatch_nowait(
+    processor: NowaitProcessor, ctx: RequestContext, request: RemotingCommand
+) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+    """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (None: nothing),
+    or, when the processor has to wait, a coroutine that finishes the request as :func:`dispatch`
+    would (the caller runs it as a task and writes its result)."""
+    try:
+        result = processor(ctx, request)
+    except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
+        result = _error_response(ctx, request, e)
+    if result is None or isinstance(result, RemotingCommand):
+        if request.is_oneway or result is None:
+            return None
+        result.opaque = request.opaque
+        return result
+    return _finish(ctx, request, result)
+
+
+async def _finish(
+    ctx: RequestContext, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]
+) -> RemotingCommand | None:
+    try:
+        response = await pending
+    except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
+        response = _error_response(ctx, request, e)
+    if request.is_oneway or response is None:
+        return None
+    response.opaque = request.opaque
+    return response
+
+
+def _error_response(ctx: RequestContext, request: RemotingCommand, e: Exception) -> RemotingCommand:
+    """The response for a processor's exception (no traceback on the wire)."""
+    if isinstance(e, RemoteError | ControllerError):
+        return request.make_response(e.code, e.remark)
+    if isinstance(e, CodecError | RocketPyError):
+        # Bad input or a refused domain operation: a clear remark, no traceback in the log.
+        log.warning("request refused", code=request.code, peer=ctx.channel.peer, error=str(e))
+        return request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+    log.exception("process request exception", code=request.code, peer=ctx.channel.peer, exc_info=e)
+    return request.make_response(ResponseCode.SYSTEM_ERROR, _simple_desc(e))
 
 
 def _simple_desc(e: BaseException) -> str:

@@ -58,7 +58,9 @@ class PutStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per put on the send path (a frozen ``__init__`` costs twice as much). Treat as
+# read-only.
+@dataclass(slots=True, kw_only=True)
 class MessageToStore:
     """What a producer sent, before the broker assigns offsets and the store timestamp."""
 
@@ -222,6 +224,18 @@ class CommitLog:
             status = await self._await_flush(end, wait=msg.wait_store)
             if status is not PutStatus.PUT_OK:
                 return dataclasses.replace(result, status=status)
+        return result
+
+    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
+        """:meth:`put_message` when no await is needed: None, with nothing written, when it would
+        wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
+        if self.sync_flush:
+            return None
+        if not self.writable or self.disk_full:
+            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
+        result = self._append_nowait(msg)
+        if result is not None and result.status is PutStatus.PUT_OK:
+            self._on_append()
         return result
 
     async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:

@@ -181,3 +181,37 @@ async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path
             _msg(i).body for i in range(100, 105)
         ]
         await store.stop()
+
+
+async def test_message_store_put_nowait_until_segment_full(tmp_path: Path) -> None:
+    """1. Start an ASYNC_FLUSH store with 4 KiB segments; put one message. 2. put_message_nowait
+    until it returns None; then put_message the same message. 3. A SYNC_FLUSH store:
+    put_message_nowait.
+    Expected: every nowait put before the None is PUT_OK with consecutive queue offsets; the None
+    wrote nothing (the awaited put lands in the next segment with the next queue offset and the
+    reput dispatches every one); SYNC_FLUSH never appends without waiting (None, log unchanged)."""
+    async with asyncio.timeout(20):
+        store = MessageStore(_config(tmp_path / "async"))
+        await store.start()
+        first = await store.put_message(_msg(0))  # an empty log maps its first segment
+        offsets = [first.queue_offset]
+        i = 1
+        while (r := store.put_message_nowait(_msg(i))) is not None:
+            assert r.status is PutStatus.PUT_OK
+            offsets.append(r.queue_offset)
+            i += 1
+        assert offsets == list(range(i))
+        assert i > 5
+        segments = len(store.commit_log.mfq.files)
+        r2 = await store.put_message(_msg(i))
+        assert (r2.status, r2.queue_offset) == (PutStatus.PUT_OK, i)
+        assert len(store.commit_log.mfq.files) == segments + 1
+        await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == i + 1, 5)
+        await store.stop()
+
+        sync = MessageStore(_config(tmp_path / "sync", "SYNC_FLUSH"))
+        await sync.start()
+        before = sync.commit_log.max_offset
+        assert sync.put_message_nowait(_msg(0)) is None
+        assert sync.commit_log.max_offset == before
+        await sync.stop()

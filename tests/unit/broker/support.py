@@ -141,6 +141,11 @@ class MemStore:
             store_timestamp=stored.store_timestamp,
         )
 
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
+        # Always "must wait": the processors' awaiting path (the real store's synchronous one
+        # is exercised by the integration tests).
+        return None
+
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         stored = [self._append(m) for m in msgs]
         return PutResult(

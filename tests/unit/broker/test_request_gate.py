@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 
-from rocketpy.broker.request_gate import RequestGate, gated, release_slot_early
+from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait, release_slot_early
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.dispatch import RequestContext
+from rocketpy.remoting.transport.dispatch import Channel, NowaitResult, RequestContext
 from tests.unit.broker.support import FakeChannel
 
 
@@ -76,4 +77,118 @@ async def test_request_gate_slot_released_early_admits_next_request() -> None:
         assert gate.waiting == 1  # only one slot existed
         gate.release()
         await extra
+        gate.release()
+
+
+async def test_request_gate_try_acquire_respects_waiters_and_cancellation() -> None:
+    """1. Gate with 1 slot. 2. try_acquire takes it; a second try_acquire fails. 3. A waiter
+    queues; it is cancelled; release. 4. Another waiter queues; release hands it the slot.
+    Expected: the cancelled waiter does not keep the slot (try_acquire succeeds after the
+    release); a queued waiter gets the slot before any try_acquire can jump the queue."""
+    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+    async with asyncio.timeout(5):
+        assert gate.try_acquire()
+        assert not gate.try_acquire()
+        cancelled = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        gate.release()
+        assert gate.try_acquire()
+        waiter = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        gate.release()
+        assert not gate.try_acquire()  # handed to the waiter, not free
+        await waiter
+        gate.release()
+        assert gate.try_acquire()
+        gate.release()
+
+
+async def test_request_gate_nowait_holds_slot_only_while_awaiting() -> None:
+    """1. Gate with 1 slot; a nowait processor answering at once for code 1 and returning an
+    awaitable for code 2. 2. Run code 1, then code 2 without awaiting its result, then code 1
+    again. 3. Finish the awaitable.
+    Expected: code 1 answers synchronously and frees the slot; code 2 holds the slot until its
+    awaitable is done, so the next code 1 is queued through the awaiting processor instead."""
+    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+    release = asyncio.Event()
+    queued: list[int] = []
+
+    async def finish(req: RemotingCommand) -> RemotingCommand:
+        await release.wait()
+        return req.make_response(remark="later")
+
+    def nowait(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        return req.make_response(remark="now") if req.code == 1 else finish(req)
+
+    async def processor(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        queued.append(req.code)
+        return req.make_response(remark="queued")
+
+    run = gated_nowait(gate, nowait, processor)
+    ctx = RequestContext(channel=cast(Channel, None))
+    async with asyncio.timeout(5):
+        first = run(ctx, RemotingCommand.request(1))
+        assert isinstance(first, RemotingCommand)
+        assert first.remark == "now"
+        pending = run(ctx, RemotingCommand.request(2))
+        assert not isinstance(pending, RemotingCommand)
+        assert pending is not None
+        holding = asyncio.ensure_future(pending)
+        blocked = run(ctx, RemotingCommand.request(1))
+        assert not isinstance(blocked, RemotingCommand)
+        assert blocked is not None
+        later = asyncio.ensure_future(blocked)
+        await asyncio.sleep(0)
+        assert queued == []
+        release.set()
+        assert (await holding).remark == "later"
+        assert (await later).remark == "queued"
+        assert queued == [1]
+        assert gate.try_acquire()
+
+
+async def test_request_gate_nowait_fallback_can_release_early() -> None:
+    """1. A gate with one slot wraps a fast path that, for request A, returns a coroutine which
+    calls release_slot_early and waits for an event (the SYNC_MASTER/all-ack wait after the
+    append), and answers B at once. 2. Start A's coroutine, then run B. 3. Set the event.
+    Expected: B is answered synchronously while A still waits (A gave its slot back); after A
+    ends exactly one slot is free."""
+    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+    acked = asyncio.Event()
+    done: list[str] = []
+
+    async def finish_a(request: RemotingCommand) -> RemotingCommand:
+        release_slot_early()
+        await acked.wait()
+        done.append("A")
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def nowait(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+        if (request.ext_fields or {})["name"] == "A":
+            return finish_a(request)
+        done.append("B")
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def queued(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        raise AssertionError("B must not queue: A gave its slot back")
+
+    run = gated_nowait(gate, nowait, queued)
+    ctx = RequestContext(channel=FakeChannel("127.0.0.1:1"))
+    async with asyncio.timeout(5):
+        pending = run(ctx, _named("A"))
+        assert not isinstance(pending, RemotingCommand)
+        assert pending is not None
+        first = asyncio.ensure_future(pending)
+        await asyncio.sleep(0)
+        answer = run(ctx, _named("B"))
+        assert isinstance(answer, RemotingCommand)
+        assert done == ["B"]
+        acked.set()
+        await first
+        assert done == ["B", "A"]
+        assert gate.try_acquire()
+        assert not gate.try_acquire()
         gate.release()

@@ -146,33 +146,55 @@ _DECODERS: dict[tuple[type, tuple[str, ...] | None], Callable[[Mapping[str, str]
 
 def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mapping[str, str]], Any]:
     """Generate a straight-line decoder for ``cls`` (as dataclasses generates ``__init__``): the
-    send path decodes a header per message, and the generic loop cost more than the send."""
+    send path decodes a header per message, and the generic loop cost more than the send.
+
+    Integers convert inline with ``int(raw)`` (which ignores surrounding whitespace exactly as
+    ``_parse_int``'s ``strip`` does), booleans inline as ``_parse_bool``; absent optional fields
+    take the dataclass default, so the class is built with one keyword call.
+    """
     specs = _specs(cls)
     if keys is not None and len(keys) != len(specs):
         raise TypeError(f"{cls.__name__} has {len(specs)} wire fields, got {len(keys)} keys")
+    defaults = {f.name: f for f in dataclasses.fields(cls)}
     namespace: dict[str, Any] = {
         "cls": cls,
         "Missing": MissingHeaderField,
         "CodecError": CodecError,
     }
-    lines = ["def decode(fields):", "    get = fields.get", "    kw = {}"]
+    lines = ["def decode(fields):", "    get = fields.get"]
+    args: list[str] = []
     for i, (attr, name, parser, mandatory) in enumerate(specs):
         key = keys[i] if keys is not None else name
-        namespace[f"p{i}"] = parser
-        convert = "raw" if parser is _identity else f"p{i}(raw)"
-        lines += [
-            f"    raw = get({key!r})",
-            "    if raw is not None:",
-            "        try:",
-            f"            kw[{attr!r}] = {convert}",
-            "        except ValueError as e:",
-            "            raise CodecError(",
-            f"                f'bad value {{raw!r}} for header field', field={key!r}",
-            "            ) from e",
-        ]
+        lines.append(f"    v{i} = get({key!r})")
         if mandatory:
-            lines += ["    else:", f"        raise Missing({key!r})"]
-    lines.append("    return cls(**kw)")
+            lines.append(f"    if v{i} is None: raise Missing({key!r})")
+        else:
+            field = defaults[attr]
+            if field.default is _MISSING:  # a default_factory
+                namespace[f"f{i}"] = field.default_factory
+                lines.append(f"    if v{i} is None: v{i} = f{i}()")
+            else:
+                namespace[f"d{i}"] = field.default
+                lines.append(f"    if v{i} is None: v{i} = d{i}")
+            lines.append("    else:")
+        indent = "    " if mandatory else "        "
+        if parser is _parse_bool:
+            lines.append(f"{indent}v{i} = v{i}.strip().lower() == 'true'")
+        elif parser is not _identity:
+            convert = f"int(v{i})" if parser is _parse_int else f"p{i}(v{i})"
+            namespace[f"p{i}"] = parser
+            lines += [
+                f"{indent}try:",
+                f"{indent}    v{i} = {convert}",
+                f"{indent}except ValueError as e:",
+                f"{indent}    raise CodecError(",
+                f"{indent}        f'bad value {{v{i}!r}} for header field', field={key!r}",
+                f"{indent}    ) from e",
+            ]
+        elif not mandatory:
+            lines.append(f"{indent}pass")
+        args.append(f"{attr}=v{i}")
+    lines.append(f"    return cls({', '.join(args)})")
     exec("\n".join(lines), namespace)  # noqa: S102 - generated from the dataclass fields only
     decoder: Callable[[Mapping[str, str]], Any] = namespace["decode"]
     _DECODERS[(cls, keys)] = decoder

@@ -1,0 +1,134 @@
+"""Synchronous (nowait) processors and the shared per-connection deadline timer, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from rocketpy.common.codes import ResponseCode
+from rocketpy.common.errors import RemoteError, RequestTimeout
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.transport.dispatch import (
+    NowaitResult,
+    ProcessorRegistry,
+    RequestContext,
+)
+from rocketpy.remoting.transport.server import RemotingServer
+
+pytestmark = pytest.mark.integration
+
+FAST = 9101
+LATER = 9102
+REFUSE = 9103
+SILENT = 9104
+
+
+async def _never(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+    raise AssertionError("the awaiting processor must not run when a nowait one is registered")
+
+
+def _registry(release: asyncio.Event, ran: list[str]) -> ProcessorRegistry:
+    reg = ProcessorRegistry()
+
+    def fast(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        ran.append("fast" if asyncio.current_task() is None else "fast-in-task")
+        return req.make_response(remark="fast")
+
+    async def finish(req: RemotingCommand) -> RemotingCommand:
+        async with asyncio.timeout(10):
+            await release.wait()
+        return req.make_response(remark="later")
+
+    def later(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        return finish(req)
+
+    def refuse(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        raise RemoteError(ResponseCode.NO_PERMISSION, "refused at once")
+
+    async def silent(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand | None:
+        return None  # never answers: the caller's timeout decides
+
+    reg.register(FAST, _never, nowait=fast)
+    reg.register(LATER, _never, nowait=later)
+    reg.register(REFUSE, _never, nowait=refuse)
+    reg.register(SILENT, silent)
+    return reg
+
+
+async def test_nowait_processor_answers_without_task_and_awaitable_later() -> None:
+    """1. Register nowait processors: FAST answers at once, LATER returns an awaitable that waits
+    for an event, REFUSE raises RemoteError. 2. Send LATER, then FAST on the same connection.
+    3. Release the event.
+    Expected: FAST is answered (outside any task) while LATER is still waiting; LATER is answered
+    after the release; REFUSE gets its code and remark; the awaiting processors never run."""
+    release = asyncio.Event()
+    ran: list[str] = []
+    server = RemotingServer(_registry(release, ran))
+    await server.start()
+    client = RemotingClient()
+    try:
+        async with asyncio.timeout(10):
+            later = asyncio.create_task(
+                client.invoke(server.address, RemotingCommand.request(LATER), 5)
+            )
+            fast = await client.invoke(server.address, RemotingCommand.request(FAST), 5)
+            assert (fast.code, fast.remark, later.done()) == (ResponseCode.SUCCESS, "fast", False)
+            assert ran == ["fast"]
+            release.set()
+            resp = await later
+            assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, "later")
+            refused = await client.invoke(server.address, RemotingCommand.request(REFUSE), 5)
+            assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "refused at once")
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def test_nowait_register_without_nowait_drops_it() -> None:
+    """1. Register FAST with a nowait form. 2. Register FAST again without one.
+    Expected: lookup_nowait finds nothing after the second registration."""
+    reg = ProcessorRegistry()
+    reg.register(FAST, _never, nowait=lambda ctx, req: None)
+    assert reg.lookup_nowait(FAST) is not None
+    reg.register(FAST, _never)
+    assert reg.lookup_nowait(FAST) is None
+
+
+async def test_deadline_timer_expires_in_order_and_out_of_order() -> None:
+    """1. A server whose SILENT processor never answers. 2. On one connection invoke SILENT with
+    a 2 s timeout, then with 0.2 s (a deadline earlier than the one queued before it: its own
+    timer), and a FAST request in between. 3. Then 0.3 s and 0.5 s (in deadline order: the
+    shared timer, re-armed after the first expiry).
+    Expected: each times out after its own budget, not another request's; the answered request
+    is unaffected; the connection stays open."""
+    server = RemotingServer(_registry(asyncio.Event(), []))
+    await server.start()
+    client = RemotingClient()
+    try:
+        async with asyncio.timeout(10):
+            conn = await client.connection(server.address)
+            long_wait = asyncio.create_task(conn.invoke(RemotingCommand.request(SILENT), 2.0))
+            started = time.monotonic()
+            with pytest.raises(RequestTimeout):
+                await conn.invoke(RemotingCommand.request(SILENT), 0.2)
+            assert 0.15 <= time.monotonic() - started < 1.5
+            ok = await conn.invoke(RemotingCommand.request(FAST), 5)
+            assert ok.code == ResponseCode.SUCCESS
+            with pytest.raises(RequestTimeout):
+                await long_wait
+            assert time.monotonic() - started >= 1.9
+            started = time.monotonic()
+            first = asyncio.create_task(conn.invoke(RemotingCommand.request(SILENT), 0.3))
+            with pytest.raises(RequestTimeout):
+                await conn.invoke(RemotingCommand.request(SILENT), 0.5)
+            assert 0.45 <= time.monotonic() - started < 2.0
+            assert first.done()
+            with pytest.raises(RequestTimeout):
+                await first
+            assert not conn.is_closed
+    finally:
+        await client.close()
+        await server.stop()
