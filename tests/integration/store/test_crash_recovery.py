@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import random
 import shutil
@@ -29,6 +30,7 @@ class _Zygote:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self.recent: collections.deque[str] = collections.deque(maxlen=12)
 
     @classmethod
     async def start(cls, root: Path) -> _Zygote:
@@ -48,7 +50,9 @@ class _Zygote:
         raw = await self.proc.stdout.readline()
         if not raw:
             raise EOFError("crash zygote exited")
-        return raw.decode(errors="replace").split()
+        text = raw.decode(errors="replace")
+        self.recent.append(text.rstrip())
+        return text.split()
 
     async def stop(self) -> None:
         assert self.proc.stdin is not None
@@ -59,7 +63,8 @@ class _Zygote:
         finally:
             if self.proc.returncode is None:
                 self.proc.kill()
-                await self.proc.wait()
+                async with asyncio.timeout(10):
+                    await self.proc.wait()
 
     async def run_and_kill(self, rng: random.Random) -> list[tuple[int, int]]:
         """Fork a writer, read a random number of acks, SIGKILL it; every ack printed before
@@ -67,23 +72,34 @@ class _Zygote:
         assert self.proc.stdin is not None
         self.proc.stdin.write(b"fork\n")
         acked: list[tuple[int, int]] = []
-        pid = 0
         want = rng.randint(0, 40)
         # Generous: each ack waits for an fdatasync, which a shared disk can stall for seconds.
-        async with asyncio.timeout(60):
-            while pid == 0 or len(acked) < want:
-                words = await self.line()
-                if words[:1] == ["pid"]:
-                    pid = int(words[1])
-                elif words[:1] == ["dead"]:
-                    raise AssertionError(f"writer {words[1]} died before the kill (see stderr)")
-                elif _is_ack(words):
-                    acked.append((int(words[1]), int(words[2])))
-            os.kill(pid, signal.SIGKILL)
-            while not _is_dead_line(words := await self.line(), pid):
-                if _is_ack(words):
-                    acked.append((int(words[1]), int(words[2])))
+        try:
+            async with asyncio.timeout(60):
+                await self._acks_then_kill(acked, want)
+        except TimeoutError:
+            raise AssertionError(
+                f"no progress for 60 s: {len(acked)}/{want} acks, zygote returncode "
+                f"{self.proc.returncode}, last lines {list(self.recent)}"
+            ) from None
         return acked
+
+    async def _acks_then_kill(self, acked: list[tuple[int, int]], want: int) -> None:
+        """Read the writer's pid and ``want`` acks into ``acked``, SIGKILL it, read until the
+        zygote reports its death (acks printed meanwhile count too)."""
+        pid = 0
+        while pid == 0 or len(acked) < want:
+            words = await self.line()
+            if words[:1] == ["pid"]:
+                pid = int(words[1])
+            elif words[:1] == ["dead"]:
+                raise AssertionError(f"writer {words[1]} died before the kill (see stderr)")
+            elif _is_ack(words):
+                acked.append((int(words[1]), int(words[2])))
+        os.kill(pid, signal.SIGKILL)
+        while not _is_dead_line(words := await self.line(), pid):
+            if _is_ack(words):
+                acked.append((int(words[1]), int(words[2])))
 
 
 def _is_ack(words: list[str]) -> bool:
