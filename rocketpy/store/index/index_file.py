@@ -148,19 +148,17 @@ class IndexFile:
             slot_value,
         )
         r.SLOT.pack_into(mapped, slot_pos, index_no)
-        first = index_no <= 1
         # Upstream quirk kept for identical files: the first entry's timeDiff is taken against
         # the begin inherited from the previous file, then begin moves to this entry's time.
-        self._store_header(
-            IndexHeader(
-                begin_timestamp=store_timestamp if first else header.begin_timestamp,
-                end_timestamp=store_timestamp,
-                begin_phy_offset=phy_offset if first else header.begin_phy_offset,
-                end_phy_offset=phy_offset,
-                hash_slot_count=header.hash_slot_count + (slot_value == r.INVALID_INDEX),
-                index_count=index_no + 1,
-            )
-        )
+        if index_no <= 1:
+            header.begin_timestamp = store_timestamp
+            header.begin_phy_offset = phy_offset
+        header.end_timestamp = store_timestamp
+        header.end_phy_offset = phy_offset
+        if slot_value == r.INVALID_INDEX:
+            header.hash_slot_count += 1
+        header.index_count = index_no + 1
+        self._store_header(header)
         return True
 
     def select_phy_offsets(

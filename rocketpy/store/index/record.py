@@ -54,7 +54,9 @@ SLOT: Final = struct.Struct(">i")
 ENTRY: Final = struct.Struct(">iqii")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Mutable: the owning IndexFile updates it in place on every put (a new frozen instance per key
+# was most of the index's cost on the dispatch path).
+@dataclass(slots=True, kw_only=True)
 class IndexHeader:
     """The 40-byte header (``IndexHeader``)."""
 
