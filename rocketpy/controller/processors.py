@@ -162,6 +162,8 @@ class ControllerRequestProcessor:
         self, hdr: h.ElectMasterRequestHeader
     ) -> ControllerResult[h.ElectMasterResponseHeader]:
         """Run one election through the pipeline (any trigger) and notify after SUCCESS."""
+        before = self._manager.sync_state_set_info_table.get(hdr.broker_name)
+        in_sync = sorted(before.sync_state_set) if before is not None else []
         result = await self._pipeline.write(
             lambda: self._manager.elect_master(hdr, self._heartbeats)
         )
@@ -184,6 +186,17 @@ class ControllerRequestProcessor:
                 new_master=result.response.master_broker_id,
                 master_epoch=result.response.master_epoch,
             )
+            if in_sync and result.response.master_broker_id not in in_sync:
+                # C-08: only enableElectUncleanMaster elects outside the SyncStateSet; whatever
+                # the old set acknowledged beyond the new master's log is gone.
+                log.warning(
+                    "unclean election: new master was not in the SyncStateSet, "
+                    "data may have been lost",
+                    broker=hdr.broker_name,
+                    new_master=result.response.master_broker_id,
+                    sync_state_set=in_sync,
+                    master_epoch=result.response.master_epoch,
+                )
             self._on_elected(result.response, result.body)
         return result
 
