@@ -215,3 +215,30 @@ async def test_message_store_put_nowait_until_segment_full(tmp_path: Path) -> No
         assert sync.put_message_nowait(_msg(0)) is None
         assert sync.commit_log.max_offset == before
         await sync.stop()
+
+
+async def test_message_store_dispatch_stops_at_confirm_offset_inside_record(tmp_path: Path) -> None:
+    """B-11. 1. Set a dispatch limit (the controller-mode confirm offset) to 0 and put 3
+    messages. 2. Raise the limit to the middle of the second record. 3. Raise it to the end of
+    the third. Expected: nothing is visible at first; only the first message once the limit
+    cuts the second record (a record is dispatched whole or not at all); all three at the end."""
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        limit = 0
+        store.commit_log.dispatch_limit = lambda: limit
+        await store.start()
+        results = [await store.put_message(_msg(i)) for i in range(3)]
+        store.reput.wake()
+        await asyncio.sleep(0.05)
+        assert store.max_offset_in_queue("TopicTest", 0) == 0
+        second = results[1]
+        limit = second.wrote_offset + second.wrote_bytes // 2
+        store.reput.wake()
+        await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 1, 5)
+        await asyncio.sleep(0.05)
+        assert store.max_offset_in_queue("TopicTest", 0) == 1
+        assert store.reput.reput_from == second.wrote_offset
+        limit = results[2].wrote_offset + results[2].wrote_bytes
+        store.reput.wake()
+        await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 3, 5)
+        await store.stop()
