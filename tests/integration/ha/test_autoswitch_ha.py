@@ -18,6 +18,7 @@ from rocketpy.ha.protocol import (
     HAConnectionState,
     Handshake,
     HandshakeResponse,
+    MasterMessageReader,
     TransferFrame,
     encode_handshake,
     encode_handshake_response,
@@ -346,3 +347,43 @@ async def test_autoswitch_slave_drops_frame_of_older_epoch(tmp_path: Path) -> No
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_h07_transfer_frames_never_span_two_epochs(tmp_path: Path) -> None:
+    """H-07. 1. A is master of epoch 1 and writes 40 messages, becomes master of epoch 2 and
+    writes 40 more (batch size 4096 B, so an epoch boundary falls inside a batch's reach).
+    2. A scripted empty slave handshakes, reads every TRANSFER frame to A's end, acking each.
+    3. A real slave B replicates the same log.
+    Expected: each data frame lies inside one epoch (its epoch and start are those of the entry
+    holding its offset, and it ends at or before that epoch's end); the frames cover the log
+    without gaps; B's epoch history equals A's ([1@0, 2@end1])."""
+    async with _node(tmp_path / "a", 1) as a, asyncio.timeout(20):
+        assert await a.ha.change_to_master(1)
+        end1 = await _put(a.store, 0, 40)
+        assert await a.ha.change_to_master(2)
+        end2 = await _put(a.store, 40, 40)
+        entries = a.epochs.entries()
+        assert [(e.epoch, e.start_offset) for e in entries] == [(1, 0), (2, end1)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", a.ha.port)
+        try:
+            writer.write(_HANDSHAKE_3)
+            writer.write(encode_transfer_report(0))
+            messages = MasterMessageReader()
+            covered = 0
+            while covered < end2:
+                for msg in messages.feed(await reader.read(65536)):
+                    if not isinstance(msg, TransferFrame) or not msg.body:
+                        continue
+                    assert msg.offset == covered
+                    holder = (1, 0) if msg.offset < end1 else (2, end1)
+                    assert (msg.epoch, msg.epoch_start_offset) == holder
+                    limit = end1 if msg.epoch == 1 else end2
+                    assert msg.offset + len(msg.body) <= limit
+                    covered += len(msg.body)
+                    writer.write(encode_transfer_report(covered))
+        finally:
+            writer.close()
+        async with _node(tmp_path / "b", 2) as b:
+            assert await b.ha.change_to_slave(a.address, 2, 2)
+            await wait_until(lambda: b.store.commit_log.max_offset == end2, 10)
+            assert b.epochs.entries() == a.epochs.entries()
