@@ -89,3 +89,35 @@ async def test_default_ha_service_slave_catches_up_and_counts(tmp_path: Path) ->
             assert master.in_sync_replicas_nums(end) == 2
             assert master.master.is_slave_ok(end)
             assert slave.client_statistics().connects == 1
+
+
+async def test_s04_quorum_write_degrades_with_in_sync_replicas(tmp_path: Path) -> None:
+    """S-04. 1. Acting-master mode: totalReplicas=3, inSyncReplicas=3, minInSyncReplicas=2,
+    enableAutoInSyncReplicas; two slaves connected and caught up. 2. Stop one slave. 3. Stop the
+    other. Expected: writes need 3 acks with 3 in sync (and get them), 2 with 2 in sync (and get
+    them), and with 1 in sync the service refuses before the append (in-sync replicas not
+    enough)."""
+    keys: dict[str, Any] = {
+        "totalReplicas": 3, "inSyncReplicas": 3, "minInSyncReplicas": 2,
+        "enableAutoInSyncReplicas": True,
+    }  # fmt: skip
+    async with _service(tmp_path / "m", auto=True, **keys) as master:
+        addr = f"127.0.0.1:{master.port}"
+        async with _service(tmp_path / "s1", sync_master=False) as s1:
+            s1.update_ha_master_address(addr)
+            async with _service(tmp_path / "s2", sync_master=False) as s2:
+                s2.update_ha_master_address(addr)
+                await wait_until(lambda: len(master.slaves()) == 2, 5)
+                end = await _append(master)
+                await wait_until(lambda: master.in_sync_replicas_nums(end) == 3, 5)
+                assert master.need_ack_nums(end) == (3, True)
+                assert await master.handle_ha(end, wait_store=True) is ReplicaStatus.PUT_OK
+            await wait_until(lambda: len(master.slaves()) == 1, 5)
+            end = await _append(master)
+            await wait_until(lambda: master.in_sync_replicas_nums(end) == 2, 5)
+            assert master.need_ack_nums(end) == (2, True)
+            assert master.can_accept(end)
+            assert await master.handle_ha(end, wait_store=True) is ReplicaStatus.PUT_OK
+        await wait_until(lambda: not master.slaves(), 5)
+        assert master.need_ack_nums(master.master.store.commit_log.max_offset) == (2, False)
+        assert not master.can_accept(master.master.store.commit_log.max_offset)
