@@ -505,12 +505,15 @@ def build_replicas_manager(
     handler_factory: Callable[[EpochFileCache], RoleHandler] | None = None,
     executor: Executor | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    identity_path: Path | None = None,
+    epoch_path: Path | None = None,
 ) -> ReplicasManager:
-    """A :class:`ReplicasManager` with its files at upstream's default places:
-    ``<storePathRootDir>/brokerIdentity`` (+ ``-temp``) and
-    ``<storePathRootDir>/epochFileCheckpoint`` (controller.md section 9, ha.md section 4.2)."""
+    """A :class:`ReplicasManager` with its files at ``identity_path`` (+ ``-temp``) and
+    ``epoch_path``, by default upstream's places ``<storePathRootDir>/brokerIdentity`` and
+    ``<storePathRootDir>/epochFileCheckpoint`` (controller.md section 9, ha.md section 4.2;
+    ``storePathBrokerIdentity`` / ``storePathEpochFile`` override them, B-07)."""
     api = BrokerControllerAPI(client)
-    identity_path = broker_identity_path(store_root)
+    identity_path = identity_path or broker_identity_path(store_root)
     ids = BrokerIdAllocator(
         api,
         broker_metadata_file(identity_path, executor),
@@ -522,7 +525,7 @@ def build_replicas_manager(
         config,
         api,
         ids,
-        store_root / EPOCH_FILE_NAME,
+        epoch_path or store_root / EPOCH_FILE_NAME,
         handler_factory=handler_factory,
         address=address,
         max_offset=max_offset,

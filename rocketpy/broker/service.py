@@ -668,6 +668,8 @@ class BrokerService:
             handler_factory=self._auto_switch_factory(),
             executor=self._executor,
             clock=self._clock,
+            identity_path=self._store_config.broker_identity_path,
+            epoch_path=self._store_config.epoch_file_path,
         )
         processor = RoleChangeProcessor(
             self.replicas, lambda: self._store.store_offsets().max_phy_offset

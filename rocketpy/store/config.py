@@ -29,6 +29,10 @@ class MessageStoreConfig(RocketSettings):
     store_path_root_dir: str = Field(str(_HOME / "store"), alias="storePathRootDir")
     # Empty means ``<storePathRootDir>/commitlog`` (upstream computes the same default).
     store_path_commit_log: str = Field("", alias="storePathCommitLog")
+    # Empty means ``<storePathRootDir>/epochFileCheckpoint`` / ``<storePathRootDir>/brokerIdentity``
+    # (upstream's MessageStoreConfig defaults; B-07).
+    store_path_epoch_file: str = Field("", alias="storePathEpochFile")
+    store_path_broker_identity: str = Field("", alias="storePathBrokerIdentity")
     mapped_file_size_commit_log: int = Field(1073741824, alias="mappedFileSizeCommitLog", ge=4096)
     mapped_file_size_consume_queue: int = Field(6000000, alias="mappedFileSizeConsumeQueue", ge=20)
     flush_disk_type: FlushDiskType = Field(FlushDiskType.ASYNC_FLUSH, alias="flushDiskType")
@@ -71,6 +75,16 @@ class MessageStoreConfig(RocketSettings):
     def commit_log_dir(self) -> Path:
         """``storePathCommitLog`` or its default under the root."""
         return Path(self.store_path_commit_log or self.root_dir / "commitlog")
+
+    @property
+    def epoch_file_path(self) -> Path:
+        """``storePathEpochFile`` or ``<root>/epochFileCheckpoint`` (its copy: ``.bak``)."""
+        return Path(self.store_path_epoch_file or self.root_dir / "epochFileCheckpoint")
+
+    @property
+    def broker_identity_path(self) -> Path:
+        """``storePathBrokerIdentity`` or ``<root>/brokerIdentity``."""
+        return Path(self.store_path_broker_identity or self.root_dir / "brokerIdentity")
 
     @property
     def consume_queue_dir(self) -> Path:

@@ -340,3 +340,29 @@ async def test_autoswitch_ha_min_in_sync_replicas_then_slave_joins_sync_state_se
         assert b2.store.store_offsets().max_phy_offset == end
     finally:
         await client.close()
+
+
+async def test_b07_epoch_and_identity_files_follow_their_path_keys(
+    controller_factory: Controller, ctl_broker: Broker, tmp_path: Path
+) -> None:
+    """B-07. 1. Start a controller-mode broker with storePathEpochFile and
+    storePathBrokerIdentity pointing outside the store root.
+    Expected: the identity and the epoch file are written at those paths (their ``.bak``
+    handling is the atomic-file tests'), and nothing at the defaults under the store root (R-01
+    checks the defaults)."""
+    ctl = await controller_factory()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    epoch_file = elsewhere / "epochs"
+    identity = elsewhere / "identity"
+    broker = await ctl_broker(ctl, "b7", store={
+        "storePathEpochFile": str(epoch_file), "storePathBrokerIdentity": str(identity),
+    })  # fmt: skip
+    assert broker.replicas is not None
+    await wait_until(
+        lambda: broker.replicas is not None and broker.replicas.statistics().is_master, 5
+    )
+    assert identity.read_text() == "DefaultCluster#broker-a#1"
+    assert epoch_file.read_text().endswith("1-0\n")
+    assert not (tmp_path / "b7" / "brokerIdentity").exists()
+    assert not (tmp_path / "b7" / "epochFileCheckpoint").exists()
