@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import random
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.common.aio import wait_until
 from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.message_store import MessageStore
 
@@ -31,6 +33,7 @@ class _Zygote:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.recent: collections.deque[str] = collections.deque(maxlen=12)
+        self.writer_pid = 0  # the writer forked last (it shares the zygote's stdout pipe)
 
     @classmethod
     async def start(cls, root: Path) -> _Zygote:
@@ -55,16 +58,24 @@ class _Zygote:
         return text.split()
 
     async def stop(self) -> None:
+        """End the zygote (EOF on its stdin, SIGKILL after 10 s) and any writer it left.
+
+        A writer that outlives the zygote holds the stdout pipe open, and on Python 3.11
+        ``Process.wait()`` returns only once every pipe is closed: the exit is therefore
+        watched through ``returncode`` and the writer is killed before waiting."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
-            async with asyncio.timeout(10):
-                await self.proc.wait()
+            await wait_until(lambda: self.proc.returncode is not None, 10)
+        except TimeoutError:
+            self.proc.kill()
+            await wait_until(lambda: self.proc.returncode is not None, 10)
         finally:
-            if self.proc.returncode is None:
-                self.proc.kill()
-                async with asyncio.timeout(10):
-                    await self.proc.wait()
+            if self.writer_pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.writer_pid, signal.SIGKILL)
+        async with asyncio.timeout(10):
+            await self.proc.wait()
 
     async def run_and_kill(self, rng: random.Random) -> list[tuple[int, int]]:
         """Fork a writer, read a random number of acks, SIGKILL it; every ack printed before
@@ -91,7 +102,7 @@ class _Zygote:
         while pid == 0 or len(acked) < want:
             words = await self.line()
             if words[:1] == ["pid"]:
-                pid = int(words[1])
+                pid = self.writer_pid = int(words[1])
             elif words[:1] == ["dead"]:
                 raise AssertionError(f"writer {words[1]} died before the kill (see stderr)")
             elif _is_ack(words):
