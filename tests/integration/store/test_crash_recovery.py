@@ -98,15 +98,22 @@ class _Zygote:
     async def _acks_then_kill(self, acked: list[tuple[int, int]], want: int) -> None:
         """Read the writer's pid and ``want`` acks into ``acked``, SIGKILL it, read until the
         zygote reports its death (acks printed meanwhile count too)."""
-        pid = 0
-        while pid == 0 or len(acked) < want:
+        pid = ready = 0
+        while pid == 0 or ready == 0 or len(acked) < want:
             words = await self.line()
             if words[:1] == ["pid"]:
                 pid = self.writer_pid = int(words[1])
+            elif words[:1] == ["ready"] and len(words) == 2 and words[1].isdigit():
+                ready = int(words[1])
             elif words[:1] == ["dead"]:
                 raise AssertionError(f"writer {words[1]} died before the kill (see stderr)")
             elif _is_ack(words):
                 acked.append((int(words[1]), int(words[2])))
+        if ready != pid:
+            # Seen once in a 2000-kill run: acks went on for 60 s after the SIGKILL. The pid
+            # the zygote reports must be the process that writes; never kill another one.
+            raise AssertionError(f"zygote reported writer {pid}, writer {ready} is acking; "
+                                 f"last lines {list(self.recent)}")  # fmt: skip
         os.kill(pid, signal.SIGKILL)
         while not _is_dead_line(words := await self.line(), pid):
             if _is_ack(words):
