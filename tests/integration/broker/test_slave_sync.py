@@ -72,9 +72,9 @@ async def test_slave_sync_copies_topics_groups_offsets_and_delay_progress(
     assert found is not None
     assert found.read_queue_nums == 2
     root = tmp_path / "slave"
-    await wait_until(lambda: '"SyncT"' in topics_path(root).read_text(encoding="utf-8"), 5)
-    assert "SyncT@g1" in consumer_offset_path(root).read_text(encoding="utf-8")
-    assert delay_offset_path(root).exists()
+    await wait_until(lambda: '"SyncT"' in _text(topics_path(root)), 5)
+    await wait_until(lambda: "SyncT@g1" in _text(consumer_offset_path(root)), 5)
+    await wait_until(delay_offset_path(root).exists, 5)
 
 
 async def test_slave_sync_master_offsets_win_local_keys_stay(
@@ -119,3 +119,12 @@ async def test_slave_sync_removes_topics_the_master_deleted(
     async with asyncio.timeout(5):
         assert await master.slave_sync.sync_all() is False
     assert master.slave_sync.master_addr is None
+
+
+def _text(path: Path) -> str:
+    """The file's text, empty while it does not exist (the atomic persist renames the old file
+    to ``.bak`` before the new one takes its name)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""

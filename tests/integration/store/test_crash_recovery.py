@@ -32,7 +32,8 @@ class _Zygote:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
-        self.recent: collections.deque[str] = collections.deque(maxlen=12)
+        self.recent: collections.deque[str] = collections.deque(maxlen=6)
+        self.first: list[str] = []  # a round's first lines (diagnostics)
         self.writer_pid = 0  # the writer forked last (it shares the zygote's stdout pipe)
 
     @classmethod
@@ -54,6 +55,8 @@ class _Zygote:
         if not raw:
             raise EOFError("crash zygote exited")
         text = raw.decode(errors="replace")
+        if len(self.first) < 8:
+            self.first.append(text.rstrip())
         self.recent.append(text.rstrip())
         return text.split()
 
@@ -82,6 +85,8 @@ class _Zygote:
         it died counts."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(b"fork\n")
+        self.recent.clear()
+        self.first.clear()
         acked: list[tuple[int, int]] = []
         want = rng.randint(0, 40)
         # Generous: each ack waits for an fdatasync, which a shared disk can stall for seconds.
@@ -91,7 +96,7 @@ class _Zygote:
         except TimeoutError:
             raise AssertionError(
                 f"no progress for 60 s: {len(acked)}/{want} acks, zygote returncode "
-                f"{self.proc.returncode}, last lines {list(self.recent)}"
+                f"{self.proc.returncode}, first lines {self.first}, last {list(self.recent)}"
             ) from None
         return acked
 
