@@ -28,6 +28,12 @@ def config(root: Path) -> MessageStoreConfig:
     })  # fmt: skip
 
 
+def emit(*words: object) -> None:
+    """One line on stdout in one ``write`` (atomic on a pipe below PIPE_BUF): the zygote and its
+    writer share the pipe, and ``print`` may split a line, letting the other's output in."""
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())
+
+
 def body(queue_offset: int) -> bytes:
     """Deterministic body of the message with this queue offset."""
     return f"msg-{queue_offset}-".encode() * (1 + queue_offset % 7)
@@ -38,32 +44,34 @@ async def main(root: Path) -> None:
     store = MessageStore(config(root))
     await store.start()
     next_offset = store.max_offset_in_queue("Crash", 0)
-    print("ready", os.getpid(), flush=True)
+    emit("ready", os.getpid())
     while True:
         r = await store.put_message(
             MessageToStore(topic="Crash", queue_id=0, body=body(next_offset))
         )
         if r.status is not PutStatus.PUT_OK:
             raise SystemExit(f"put failed: {r.status}")
-        print("ack", r.wrote_offset, r.queue_offset, flush=True)
+        emit("ack", r.wrote_offset, r.queue_offset)
         next_offset = r.queue_offset + 1
 
 
 def zygote(root: Path) -> None:
     """Fork one writer per ``fork`` line; report its pid and its death."""
-    print("zygote", flush=True)
+    emit("zygote")
     for line in sys.stdin:
         if line.strip() != "fork":
             return
         pid = os.fork()
         if pid == 0:
+            # The store's log lines go to stderr: stdout carries only whole protocol lines.
+            sys.stdout = sys.stderr
             try:
                 asyncio.run(main(root))
             finally:
                 os._exit(1)
-        print("pid", pid, flush=True)
+        emit("pid", pid)
         os.waitpid(pid, 0)
-        print("dead", pid, flush=True)
+        emit("dead", pid)
 
 
 if __name__ == "__main__":
