@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import structlog
 
+from rocketpy.common.ack_waiters import AckWaiters, AckWaitersByCount, nth_highest
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import RocketPyError
-from rocketpy.ha.ack_waiters import AckWaiters
 from rocketpy.ha.autoswitch.sync_state import ExpandCheck, SyncStateTracker
 from rocketpy.ha.classic.master import FlowMonitor
 from rocketpy.ha.config import HAConfig
@@ -245,7 +245,7 @@ class AutoSwitchHAMaster:
         # Sends waiting for every SyncStateSet member (allAckInSyncStateSet), and sends
         # waiting for N replicas, by N.
         self._all_waiters = AckWaiters()
-        self._count_waiters: dict[int, AckWaiters] = {}
+        self._count_waiters = AckWaitersByCount()
         self._reput_wake_pending = False
         store.add_append_listener(self._on_append)
 
@@ -344,8 +344,7 @@ class AutoSwitchHAMaster:
             acks = self.acks()
             if self._all_waiters:
                 self._all_waiters.release(self._all_acked_offset(acks))
-            for needed, waiters in self._count_waiters.items():
-                waiters.release(self._acked_by_offset(acks, needed))
+            self._count_waiters.release(lambda needed: self._acked_by_offset(acks, needed))
         if new != self.confirm_offset:
             self.confirm_offset = new
             # Dispatch after the released sends wrote their answers: a reput wake scheduled
@@ -374,9 +373,7 @@ class AutoSwitchHAMaster:
         slaves = needed - 1
         if slaves <= 0:
             return ALL
-        if len(acks) < slaves:
-            return -1
-        return sorted(acks.values(), reverse=True)[slaves - 1]
+        return nth_highest(acks.values(), slaves)
 
     def all_acked(self, offset: int) -> bool:
         """Every SyncStateSet member other than the master acked ``offset``."""
@@ -396,7 +393,4 @@ class AutoSwitchHAMaster:
         """Wait until ``needed`` replicas (master included) hold ``offset``; False on timeout."""
         if self.acked_count(offset) >= needed:
             return True
-        waiters = self._count_waiters.get(needed)
-        if waiters is None:
-            waiters = self._count_waiters[needed] = AckWaiters()
-        return await waiters.wait(offset, timeout_s)
+        return await self._count_waiters.wait(needed, offset, timeout_s)

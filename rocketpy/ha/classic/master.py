@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from rocketpy.common.ack_waiters import AckWaitersByCount, nth_highest
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock, SystemClock
-from rocketpy.ha.ack_waiters import AckWaiters
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.protocol import HACodecError, OffsetReportReader, encode_classic_frame
 from rocketpy.store.message_store import MessageStore
@@ -198,7 +198,7 @@ class ClassicHAMaster:
         self.push_to_slave_max_offset = 0  # push2SlaveMaxOffset: max ack over all connections
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("ha-connection")
-        self._waiters: dict[int, AckWaiters] = {}  # SYNC_MASTER sends, by replicas needed
+        self._waiters = AckWaitersByCount()  # SYNC_MASTER sends, by replicas needed
         self.port = 0
         store.add_append_listener(self._on_append)
 
@@ -217,8 +217,7 @@ class ClassicHAMaster:
         await self._tasks.cancel_all()
         if server is not None:
             await server.wait_closed()
-        for waiters in self._waiters.values():
-            waiters.cancel_all()
+        self._waiters.cancel_all()
 
     def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = SlaveConnection(self, reader, writer)
@@ -240,18 +239,13 @@ class ClassicHAMaster:
     def on_ack(self, offset: int) -> None:
         """A slave acknowledged ``offset``; release the waits it satisfies."""
         self.push_to_slave_max_offset = max(self.push_to_slave_max_offset, offset)
-        for needed, waiters in self._waiters.items():
-            if waiters:
-                waiters.release(self._acked_offset(needed))
+        self._waiters.release(self._acked_offset)
 
     def _acked_offset(self, needed: int) -> int:
         """Highest offset :meth:`is_acked` holds for with ``needed``."""
         if needed <= 1:
             return self.push_to_slave_max_offset
-        if len(self.connections) < needed - 1:
-            return -1
-        acks = sorted((c.ack_offset for c in self.connections), reverse=True)
-        return acks[needed - 2]
+        return nth_highest((c.ack_offset for c in self.connections), needed - 1)
 
     def is_acked(self, offset: int, needed: int) -> bool:
         """Whether ``needed`` replicas (the master counts as one) hold bytes below ``offset``.
@@ -274,10 +268,7 @@ class ClassicHAMaster:
         """
         if self.is_acked(offset, needed):
             return True
-        waiters = self._waiters.get(needed)
-        if waiters is None:
-            waiters = self._waiters[needed] = AckWaiters()
-        return await waiters.wait(offset, timeout_s)
+        return await self._waiters.wait(needed, offset, timeout_s)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """4.9 ``isSlaveOK``: a slave is connected and not ``haMaxGapNotInSync`` behind."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.store.commit_log.record import (
@@ -130,10 +131,8 @@ class CommitLog:
         self._roll_lock = asyncio.Lock()
         # The next segment, being created on the allocation executor (preallocation).
         self._ahead: asyncio.Future[MappedFile] | None = None
-        # SYNC_FLUSH waiters: (end offset, deadline on the loop clock, True once durable /
-        # False at the deadline). One sweeper timer expires them instead of a timeout per ack.
-        self._waiters: list[tuple[int, float, asyncio.Future[bool]]] = []
-        self._sweeper: asyncio.TimerHandle | None = None
+        # SYNC_FLUSH waiters by end offset: True once durable, False at syncFlushTimeout.
+        self._waiters = AckWaiters()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -204,9 +203,7 @@ class CommitLog:
             await task
         await self._flush_once()
         await self._drop_ahead()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        self._waiters.cancel_all()
 
     async def put_message(self, msg: MessageToStore) -> AppendResult:
         """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush."""
@@ -424,34 +421,13 @@ class CommitLog:
     async def _await_flush(self, end: int, *, wait: bool) -> PutStatus:
         if self.flushed_offset >= end:
             return PutStatus.PUT_OK
-        loop = asyncio.get_running_loop()
-        timeout = self.config.sync_flush_timeout / 1000
-        fut: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append((end, loop.time() + timeout, fut))
         self._wake.set()
         if not wait:
             return PutStatus.PUT_OK
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(timeout / 8, self._expire_waiters, timeout / 8)
-        if await fut:
+        if await self._waiters.wait(end, self.config.sync_flush_timeout / 1000):
             return PutStatus.PUT_OK
         log.warning("flush disk timeout", offset=end)
         return PutStatus.FLUSH_DISK_TIMEOUT
-
-    def _expire_waiters(self, period: float) -> None:
-        """Answer waiters past their deadline with False (``syncFlushTimeout``, checked every
-        eighth of it); re-armed while any remain."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        still = []
-        for waiter in self._waiters:
-            if waiter[1] <= now:
-                if not waiter[2].done():
-                    waiter[2].set_result(False)
-            else:
-                still.append(waiter)
-        self._waiters = still
-        self._sweeper = loop.call_later(period, self._expire_waiters, period) if still else None
 
     async def _flush_once(self) -> None:
         target = self.max_offset
@@ -463,15 +439,7 @@ class CommitLog:
         self.flushes += 1
         self.flushed_offset = max(self.flushed_offset, flushed, target)
         self.flushed_store_timestamp = max(self.flushed_store_timestamp, store_timestamp)
-        flushed_offset = self.flushed_offset
-        still = []
-        for waiter in self._waiters:
-            if waiter[0] <= flushed_offset:
-                if not waiter[2].done():
-                    waiter[2].set_result(True)
-            else:
-                still.append(waiter)
-        self._waiters = still
+        self._waiters.release(self.flushed_offset)
         if self.sync_flush:
             self._on_append()
 

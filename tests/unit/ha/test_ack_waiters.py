@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from rocketpy.ha.ack_waiters import AckWaiters
+from rocketpy.common.ack_waiters import AckWaiters
 
 
 async def test_ack_waiters_release_resolves_only_offsets_at_or_below_threshold() -> None:

@@ -1,12 +1,13 @@
-"""Sends waiting for replicas to acknowledge an offset: one heap, one sweeper timer.
+"""Sends waiting for an offset to be acknowledged (replicated or durable): one heap, one sweeper.
 
-Owns: :class:`AckWaiters`, the futures of sends waiting until a replication threshold (the
-offset every required replica acknowledged) reaches their record's end offset. Must not: know
-how the threshold is computed (the classic and AutoSwitch masters do, once per ack). Plays the
-part of upstream's ``GroupTransferService`` request list; instead of re-checking every waiter
-on every ack, an ack resolves only the waiters at or below the new threshold (a heap ordered
-by offset), and one periodic timer expires the late ones (as the store's SYNC_FLUSH waiters do)
-instead of a timer per send.
+Owns: :class:`AckWaiters`, the futures of sends waiting until a threshold (the offset every
+required replica acknowledged, or the flushed offset) reaches their record's end offset;
+:class:`AckWaitersByCount` for waits keyed by the number of replicas needed; and
+:func:`nth_highest`. Must not: know how the threshold is computed (the classic and AutoSwitch
+HA masters and the commit log's group commit do, once per ack or flush). Plays the part of
+upstream's ``GroupTransferService`` / ``GroupCommitService`` request lists; instead of
+re-checking every waiter, a new threshold resolves only the waiters at or below it (a heap
+ordered by offset), and one periodic timer expires the late ones instead of a timer per send.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections.abc import Callable, Iterable
 
 #: Deadlines are checked every this fraction of the timeout, so a wait ends between the
 #: timeout and 1.125 times it (the commit log's SYNC_FLUSH waiters use the same period).
@@ -76,3 +78,38 @@ class AckWaiters:
         heapq.heapify(still)
         self._heap = still
         self._sweeper = loop.call_later(period, self._expire, period) if still else None
+
+
+def nth_highest(values: Iterable[int], n: int) -> int:
+    """The ``n``-th highest of ``values`` (``n >= 1``); -1 when there are fewer than ``n``: the
+    offset ``n`` replicas all hold, given each one's acknowledged offset."""
+    ordered = sorted(values, reverse=True)
+    return ordered[n - 1] if len(ordered) >= n else -1
+
+
+class AckWaitersByCount:
+    """:class:`AckWaiters` per number of replicas a send needs (``inSyncReplicas`` values)."""
+
+    def __init__(self) -> None:
+        self._by_needed: dict[int, AckWaiters] = {}
+
+    def __bool__(self) -> bool:
+        return any(self._by_needed.values())
+
+    async def wait(self, needed: int, offset: int, timeout_s: float) -> bool:
+        """Wait until :meth:`release` passes ``offset`` for ``needed``; False after the timeout."""
+        waiters = self._by_needed.get(needed)
+        if waiters is None:
+            waiters = self._by_needed[needed] = AckWaiters()
+        return await waiters.wait(offset, timeout_s)
+
+    def release(self, threshold: Callable[[int], int]) -> None:
+        """Resolve, for every ``needed`` with waiters, those at or below ``threshold(needed)``."""
+        for needed, waiters in self._by_needed.items():
+            if waiters:
+                waiters.release(threshold(needed))
+
+    def cancel_all(self) -> None:
+        """Cancel every pending wait (the master stops)."""
+        for waiters in self._by_needed.values():
+            waiters.cancel_all()
