@@ -47,7 +47,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from rocketpy.common.errors import CodecError
 from rocketpy.store.epoch_entries import EpochEntry
@@ -218,22 +218,25 @@ def encode_transfer_report(slave_max_offset: int) -> bytes:
     return TRANSFER_REPORT.pack(HAConnectionState.TRANSFER, slave_max_offset)
 
 
-class SlaveMessageReader:
-    """Master side: splits the slave's stream into handshakes and transfer reports."""
+M = TypeVar("M")
 
-    def __init__(self, version: HAVersion = HAVersion.V5_1_1) -> None:
+
+class _StateMessageReader(Generic[M]):
+    """A stream of messages that each start with the 4-byte connection state: buffering and
+    the feed loop; subclasses decode one message at a position (``_one``)."""
+
+    def __init__(self) -> None:
         self._buf = bytearray()
-        self._version = version
-        self._consumed = 0
+        self._consumed = 0  # stream offset of ``_buf[0]`` (error messages name it)
 
-    def feed(self, data: bytes) -> list[SlaveMessage]:
+    def feed(self, data: bytes) -> list[M]:
         """Add bytes; return every message they complete.
 
         Raises:
-            HACodecError: an unknown state, a negative offset or a bad address length.
+            HACodecError: a message that does not decode (see the subclass).
         """
         self._buf += data
-        out: list[SlaveMessage] = []
+        out: list[M] = []
         pos = 0
         while len(self._buf) - pos >= STATE.size:
             msg, size = self._one(pos)
@@ -244,6 +247,20 @@ class SlaveMessageReader:
         del self._buf[:pos]
         self._consumed += pos
         return out
+
+    def _one(self, pos: int) -> tuple[M | None, int]:
+        """The message at ``pos`` and its size; (None, 0) while incomplete."""
+        raise NotImplementedError
+
+
+class SlaveMessageReader(_StateMessageReader[SlaveMessage]):
+    """Master side: splits the slave's stream into handshakes and transfer reports.
+    ``feed`` raises HACodecError on an unknown state, a negative offset or a bad address
+    length."""
+
+    def __init__(self, version: HAVersion = HAVersion.V5_1_1) -> None:
+        super().__init__()
+        self._version = version
 
     def _one(self, pos: int) -> tuple[SlaveMessage | None, int]:
         buf, at = self._buf, self._consumed + pos
@@ -333,33 +350,14 @@ def encode_transfer_frame(frame: TransferFrame) -> bytes:
     return header + frame.body
 
 
-class MasterMessageReader:
-    """Slave side: splits the master's stream into handshake responses and transfer frames."""
+class MasterMessageReader(_StateMessageReader[MasterMessage]):
+    """Slave side: splits the master's stream into handshake responses and transfer frames.
+    ``feed`` raises HACodecError on an unknown state, a bad body size, or negative offsets."""
 
     def __init__(self, version: HAVersion = HAVersion.V5_1_1, max_body: int = MAX_HA_BODY) -> None:
-        self._buf = bytearray()
+        super().__init__()
         self._version = version
         self._max_body = max_body
-        self._consumed = 0
-
-    def feed(self, data: bytes) -> list[MasterMessage]:
-        """Add bytes; return every message they complete.
-
-        Raises:
-            HACodecError: an unknown state, a bad body size, or negative offsets.
-        """
-        self._buf += data
-        out: list[MasterMessage] = []
-        pos = 0
-        while len(self._buf) - pos >= STATE.size:
-            msg, size = self._one(pos)
-            if msg is None:
-                break
-            out.append(msg)
-            pos += size
-        del self._buf[:pos]
-        self._consumed += pos
-        return out
 
     def _one(self, pos: int) -> tuple[MasterMessage | None, int]:
         buf, at = self._buf, self._consumed + pos
