@@ -55,6 +55,7 @@ from rocketpy.store.commit_log.record import (
     MessageRecord,
     decode_record,
     encode_properties,
+    property_value,
     transaction_type,
 )
 from rocketpy.store.config import MessageStoreConfig
@@ -111,6 +112,13 @@ def suggest_pulling_from_slave(max_phy_offset: int, pulled_phy_offset: int, limi
 
 
 def _to_store(msg: MessageToStore) -> StoreMessage:
+    text = msg.encoded_properties
+    if not text:
+        text = encode_properties(msg.properties)
+        wait = msg.properties.get("WAIT", "true").lower() != "false"
+    else:
+        value = property_value(text, "WAIT")
+        wait = value is None or value.lower() != "false"
     return StoreMessage(
         topic=msg.topic,
         queue_id=msg.queue_id,
@@ -121,8 +129,8 @@ def _to_store(msg: MessageToStore) -> StoreMessage:
         born_host=msg.born_host,
         reconsume_times=msg.reconsume_times,
         prepared_transaction_offset=msg.prepared_transaction_offset,
-        properties=encode_properties(msg.properties),
-        wait_store=msg.properties.get("WAIT", "true").lower() != "false",
+        properties=text,
+        wait_store=wait,
     )
 
 
@@ -263,19 +271,35 @@ class MessageStoreAdapter:
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
         to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
-        if self.ha is not None or self.auto_ha is not None:
+        return self.put_messages_nowait([msg])
+
+    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
+        """:meth:`put_messages` without awaiting, as :meth:`put_message_nowait`."""
+        stored = [_to_store(m) for m in msgs]
+        if self._replicas_refuse():
+            return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        ha = self.auto_ha if self.auto_ha is not None else self.ha
+        if ha is not None and ha.waits_for_replicas(wait_store=stored[0].wait_store):
             return None
-        appended = self.store.put_message_nowait(_to_store(msg))
+        appended = (
+            self.store.put_message_nowait(stored[0])
+            if len(stored) == 1
+            else self.store.put_messages_nowait(stored)
+        )
         return None if appended is None else _from_append(appended)
+
+    def _replicas_refuse(self) -> bool:
+        """Send path step 1: too few in-sync replicas to accept a send (nothing is stored)."""
+        if self.auto_ha is not None:
+            return not self.auto_ha.can_accept()
+        return self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset)
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch with consecutive queue offsets, then wait for slaves as configured."""
-        ha: DefaultHAService | AutoSwitchHAService | None = self.ha
-        if self.auto_ha is not None:
-            ha = self.auto_ha
-            if not self.auto_ha.can_accept():
-                return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
-        elif self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset):
+        ha: DefaultHAService | AutoSwitchHAService | None = (
+            self.auto_ha if self.auto_ha is not None else self.ha
+        )
+        if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         stored = [_to_store(m) for m in msgs]
         appended = await (

@@ -62,7 +62,9 @@ class GetMessageStatus(StrEnum):
 class MessageToStore:
     """``MessageExtBrokerInner``: one message as the broker hands it to the store.
 
-    ``properties`` is the map; the store encodes it (message-format.md section 3).
+    ``properties`` is the map; the store encodes it (message-format.md section 3). The send
+    fast path, which reads no property, instead hands over ``encoded_properties``: the record's
+    properties text exactly (``properties`` then stays empty).
     """
 
     topic: str
@@ -76,6 +78,7 @@ class MessageToStore:
     store_host: tuple[str, int] = ("127.0.0.1", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    encoded_properties: str = ""
 
 
 # Not frozen: one per send (a frozen ``__init__`` costs twice as much). Treat as read-only.
@@ -183,6 +186,10 @@ class BrokerStore(Protocol):
         """:meth:`put_message` when it needs no await (the send hot path): the result, or None
         -- with nothing written -- when the put has to wait (a new segment, a flush or replicas
         to wait for); the caller then awaits :meth:`put_message`."""
+        ...
+
+    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
+        """:meth:`put_messages` when it needs no await, as :meth:`put_message_nowait`."""
         ...
 
     def get_message(

@@ -227,6 +227,10 @@ class MessageStore:
         """Append a batch with consecutive queue offsets."""
         return await self.commit_log.put_messages(msgs)
 
+    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
+        """:meth:`put_messages` if it needs no await, else None with nothing written."""
+        return self.commit_log.put_messages_nowait(msgs)
+
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = ConsumeQueue(
             self.config.consume_queue_dir, topic, queue_id,

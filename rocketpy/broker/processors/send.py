@@ -39,11 +39,13 @@ from rocketpy.remoting.protocol.headers.broker import (
 )
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
 from rocketpy.store.commit_log.record import (
-    BatchItem,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
     decode_batch_body,
     decode_properties,
     encode_offset_msg_id,
     encode_properties,
+    property_value,
 )
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
@@ -56,6 +58,19 @@ MAX_PROPERTIES_BYTES: Final = 32767
 V3_4_9: Final = 121  # MQVersion ordinal from which the header's maxReconsumeTimes is honoured
 _SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+#: A sender's property text holding one of these goes down the decoding path (the broker reads
+#: or replaces them). A substring test: a longer name ending in one only costs the fast path.
+_DECODE_NEEDLES: Final = tuple(
+    f"{name}{NAME_VALUE_SEPARATOR}"
+    for name in (
+        MessageConst.MSG_REGION,
+        MessageConst.TRACE_ON,
+        MessageConst.CLUSTER,
+        MessageConst.POP_CK,
+        MessageConst.DELAY,
+        MessageConst.TRAN_MSG,
+    )
+)
 
 _PUT_FAILURES: Final[Mapping[PutMessageStatus, tuple[int, str]]] = {
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
@@ -189,7 +204,7 @@ class SendMessageProcessor:
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return self._timed(self._send_batch(ctx, request, header, topic_config), started)
+            return self._send_batch(ctx, request, header, topic_config, started)
         return self._send_one(ctx, request, header, topic_config, started)
 
     def _ext(self) -> dict[str, str]:
@@ -270,6 +285,31 @@ class SendMessageProcessor:
             props[MessageConst.UNIQ_KEY] = uniq
         return uniq
 
+    def _fast_properties(self, text: str | None) -> tuple[str, str] | None:
+        """The record's properties without decoding the sender's: its text plus the broker's
+        additions, with its UNIQ_KEY; None when the text holds a property the broker reads or
+        replaces (or no UNIQ_KEY), which takes the decoding path.
+
+        Both paths store properties that decode to the same map (message-format.md section 3;
+        only the order may differ), as upstream's batch appends its additions to each
+        message's text (``MessageExtBatch`` encoding).
+        """
+        text = text or ""
+        for needle in _DECODE_NEEDLES:
+            if needle in text:
+                return None
+        uniq = property_value(text, MessageConst.UNIQ_KEY)
+        if uniq is None:
+            return None
+        if text and not text.endswith(PROPERTY_SEPARATOR):
+            text += PROPERTY_SEPARATOR
+        cfg = self._rt.config
+        trace = "true" if cfg.trace_on else "false"
+        return (
+            f"{text}{MessageConst.MSG_REGION}\x01{cfg.region_id}\x02{MessageConst.TRACE_ON}"
+            f"\x01{trace}\x02{MessageConst.CLUSTER}\x01{cfg.broker_cluster_name}\x02"
+        ), uniq
+
     def _send_one(
         self,
         ctx: RequestContext,
@@ -280,7 +320,8 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
         rt = self._rt
         body = request.body or b""
-        props = self._base_properties(h.properties)
+        fast = None if tv.is_retry_topic(h.topic) else self._fast_properties(h.properties)
+        props = self._base_properties(h.properties) if fast is None else {}
         if len(body) > rt.max_message_size or _props_too_large(props):
             return request.make_response(
                 ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark(), ext_fields=self._ext()
@@ -298,21 +339,24 @@ class SendMessageProcessor:
             store_host=rt.store_host,
             reconsume_times=h.reconsume_times or 0,
         )
-        try:
-            topic_config = self._handle_retry_and_dlq(request, h, msg, topic_config)
-        except RemoteError as e:
-            return request.make_response(e.code, e.remark, ext_fields=self._ext())
+        if fast is not None:
+            msg.encoded_properties, uniq = fast
+        else:
+            try:
+                topic_config = self._handle_retry_and_dlq(request, h, msg, topic_config)
+            except RemoteError as e:
+                return request.make_response(e.code, e.remark, ext_fields=self._ext())
+            uniq = self._ensure_uniq_key(props)
+            tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
+            if tran and not (msg.reconsume_times > 0 and _int_prop(props, MessageConst.DELAY) > 0):
+                return request.make_response(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
+                    ext_fields=self._ext(),
+                )
+            self.apply_delay(msg)
         if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
             msg.sys_flag |= MULTI_TAGS_FLAG
-        uniq = self._ensure_uniq_key(props)
-        tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
-        if tran and not (msg.reconsume_times > 0 and _int_prop(props, MessageConst.DELAY) > 0):
-            return request.make_response(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
-                ext_fields=self._ext(),
-            )
-        self.apply_delay(msg)
         result = rt.store.put_message_nowait(msg)
         if result is None:
             return self._timed(self._put_one(request, msg, queue_id, uniq), started)
@@ -369,13 +413,14 @@ class SendMessageProcessor:
             )
         return topic_config
 
-    async def _send_batch(
+    def _send_batch(
         self,
         ctx: RequestContext,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
-    ) -> RemotingCommand:
+        started: float,
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
         rt = self._rt
 
         def illegal(remark: str) -> RemotingCommand:
@@ -400,44 +445,68 @@ class SendMessageProcessor:
         sys_flag = h.sys_flag
         if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
             sys_flag |= MULTI_TAGS_FLAG
-        msgs = [self._batch_message(ctx, h, e, queue_id, sys_flag) for e in entries]
-        if any(_props_too_large(m.properties) for m in msgs):
-            return illegal(self.illegal_remark())
-        result = await rt.store.put_messages(msgs)
+        born_host = _parse_host(ctx.channel.peer)
+        msgs: list[MessageToStore] = []
+        uniqs: list[str] = []
+        for entry in entries:
+            msg = MessageToStore(
+                topic=h.topic,
+                queue_id=queue_id,
+                body=entry.body,
+                flag=entry.flag,
+                sys_flag=sys_flag,
+                born_timestamp=h.born_timestamp,
+                born_host=born_host,
+                store_host=rt.store_host,
+                reconsume_times=h.reconsume_times or 0,
+            )
+            fast = self._fast_properties(entry.properties)
+            if fast is not None:
+                msg.encoded_properties, uniq = fast
+            else:
+                msg.properties = self._batch_properties(entry.properties)
+                if _props_too_large(msg.properties):
+                    return illegal(self.illegal_remark())
+                uniq = msg.properties[MessageConst.UNIQ_KEY]
+            msgs.append(msg)
+            uniqs.append(uniq)
+        result = rt.store.put_messages_nowait(msgs)
+        if result is None:
+            return self._timed(self._put_batch(request, msgs, queue_id, uniqs), started)
+        return self._stored_batch(request, msgs, result, queue_id, uniqs)
+
+    async def _put_batch(
+        self, request: RemotingCommand, msgs: list[MessageToStore], queue_id: int, uniqs: list[str]
+    ) -> RemotingCommand:
+        result = await self._rt.store.put_messages(msgs)
+        return self._stored_batch(request, msgs, result, queue_id, uniqs)
+
+    def _stored_batch(
+        self,
+        request: RemotingCommand,
+        msgs: list[MessageToStore],
+        result: PutResult,
+        queue_id: int,
+        uniqs: list[str],
+    ) -> RemotingCommand:
+        rt = self._rt
         if result.stored:
             rt.stats.inc_put(len(msgs))
+            record_put = rt.metrics.record_put
             for m in msgs:
-                rt.metrics.record_put(m.topic, m.queue_id, len(m.body))
-        uniq = ",".join(m.properties[MessageConst.UNIQ_KEY] for m in msgs)
-        return self._put_response(request, result, queue_id, uniq)
+                record_put(m.topic, m.queue_id, len(m.body))
+        return self._put_response(request, result, queue_id, ",".join(uniqs))
 
-    def _batch_message(
-        self,
-        ctx: RequestContext,
-        h: SendMessageRequestHeader,
-        entry: BatchItem,
-        queue_id: int,
-        sys_flag: int,
-    ) -> MessageToStore:
+    def _batch_properties(self, text: str) -> dict[str, str]:
+        """A batch item's properties, decoded, with the broker's additions where the message
+        has none (CLUSTER always) and a UNIQ_KEY."""
         rt = self._rt
-        props = decode_properties(entry.properties)
-        # The broker's additions (_base_properties) where the message has none; CLUSTER always.
+        props = decode_properties(text)
         props.setdefault(MessageConst.MSG_REGION, rt.config.region_id)
         props.setdefault(MessageConst.TRACE_ON, "true" if rt.config.trace_on else "false")
         props[MessageConst.CLUSTER] = rt.config.broker_cluster_name
         self._ensure_uniq_key(props)
-        return MessageToStore(
-            topic=h.topic,
-            queue_id=queue_id,
-            body=entry.body,
-            flag=entry.flag,
-            properties=props,
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=_parse_host(ctx.channel.peer),
-            store_host=self._rt.store_host,
-            reconsume_times=h.reconsume_times or 0,
-        )
+        return props
 
     def _put_response(
         self, request: RemotingCommand, result: PutResult, queue_id: int, uniq: str

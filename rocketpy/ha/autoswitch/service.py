@@ -211,6 +211,15 @@ class AutoSwitchHAService:
         ``minInSyncReplicas`` (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored)."""
         return self.in_sync_replicas_nums() >= self.config.min_in_sync_replicas
 
+    def waits_for_replicas(self, *, wait_store: bool) -> bool:
+        """Whether :meth:`handle_ha` could wait for a send now: False (not the master, no
+        ``WAIT``, or nobody to wait for) lets the broker answer it without awaiting."""
+        if not self.is_master or not wait_store:
+            return False
+        if self.config.all_ack_in_sync_state_set:
+            return self.in_sync_replicas_nums() > 1
+        return self.config.in_sync_replicas > 1
+
     async def handle_ha(self, end_offset: int, *, wait_store: bool) -> ReplicaStatus:
         """Send path steps 2-3 (ha.md 3.8) for a stored message ending at ``end_offset``.
 

@@ -87,6 +87,14 @@ class DefaultHAService:
         (``IN_SYNC_REPLICAS_NOT_ENOUGH``, nothing stored)."""
         return not self.sync_master or self.need_ack_nums(current_offset)[1]
 
+    def waits_for_replicas(self, *, wait_store: bool) -> bool:
+        """Whether :meth:`handle_ha` could wait for a send: False lets the broker answer it
+        without awaiting (an ASYNC_MASTER never waits; nor does ``WAIT=false``, nor a
+        fixed ``inSyncReplicas`` of 1)."""
+        if not self.sync_master or not wait_store:
+            return False
+        return self._auto or self.config.in_sync_replicas > 1
+
     async def handle_ha(self, end_offset: int, *, wait_store: bool) -> ReplicaStatus:
         """``CommitLog.handleHA`` for a message ending at ``end_offset`` that is already stored.
 

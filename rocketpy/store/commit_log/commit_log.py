@@ -236,40 +236,35 @@ class CommitLog:
         return result
 
     async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
-        """Append messages as consecutive records (a batch: consecutive queue offsets)."""
+        """Append messages as consecutive records of one segment (a batch: consecutive queue
+        offsets); a batch that does not fit the current segment goes whole to the next, as
+        upstream's encoded batch."""
         if not self.writable or self.disk_full:
             return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
-        if not msgs:
-            return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
-        for m in msgs:
-            if len(m.body) > self.config.max_message_size:
-                return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
-            if len(m.properties.encode()) > MAX_PROPERTIES_BYTES:
-                return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        results: list[AppendResult] = []
-        for m in msgs:
-            result = self._append_nowait(m)
-            while result is None:
-                await self._roll()
-                result = self._append_nowait(m)
-            if result.status is not PutStatus.PUT_OK:
-                return result
-            results.append(result)
-        first = results[0]
-        end = results[-1].wrote_offset + results[-1].wrote_bytes
+        result = self._append_batch_nowait(msgs)
+        while result is None:
+            await self._roll()
+            result = self._append_batch_nowait(msgs)
+        if result.status is not PutStatus.PUT_OK:
+            return result
         self._on_append()
-        status = PutStatus.PUT_OK
         if self.sync_flush:
+            end = result.wrote_offset + result.wrote_bytes
             status = await self._await_flush(end, wait=msgs[0].wait_store)
-        return AppendResult(
-            status=status,
-            wrote_offset=first.wrote_offset,
-            wrote_bytes=end - first.wrote_offset,
-            msg_id=",".join(r.msg_id for r in results),
-            queue_offset=first.queue_offset,
-            store_timestamp=first.store_timestamp,
-            msg_num=len(msgs),
-        )
+            if status is not PutStatus.PUT_OK:
+                return dataclasses.replace(result, status=status)
+        return result
+
+    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
+        """:meth:`put_messages` when no await is needed (see :meth:`put_message_nowait`)."""
+        if self.sync_flush:
+            return None
+        if not self.writable or self.disk_full:
+            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
+        result = self._append_batch_nowait(msgs)
+        if result is not None and result.status is PutStatus.PUT_OK:
+            self._on_append()
+        return result
 
     def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
         """Up to ``max_bytes`` written bytes from ``offset``, never crossing a segment end.
@@ -337,31 +332,115 @@ class CommitLog:
         if len(props) > MAX_PROPERTIES_BYTES:
             return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
         born = pack_address(m.born_host)
-        store = self._store_host_bytes
-        size = record_length(topic, m.body, props, born, store)
+        size = record_length(topic, m.body, props, born, self._store_host_bytes)
         pos = mf.wrote_position
-        if size + BLANK_SIZE > mf.size:
+        fits = self._room(mf, pos, size)
+        if not fits:
+            return None if fits is None else AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        now = self.clock.wall_ms()
+        wrote = mf.file_from_offset + pos
+        queue_offset = self._place(mf, pos, m, topic, props, born, size, now)
+        self.last_store_timestamp = now
+        return AppendResult(
+            status=PutStatus.PUT_OK,
+            wrote_offset=wrote,
+            wrote_bytes=size,
+            msg_id=f"{self._msg_id_prefix}{wrote:016X}",
+            queue_offset=queue_offset,
+            store_timestamp=now,
+            msg_num=1,
+        )
+
+    def _append_batch_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
+        """:meth:`_append_nowait` for a batch: every record in the current segment, or none
+        (None: a new segment is needed; the whole batch goes there)."""
+        mf = self.mfq.last
+        if mf is None or mf.wrote_position >= mf.size:
+            return None
+        if not msgs:
             return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        max_body = self.config.max_message_size
+        store = self._store_host_bytes
+        encoded: list[tuple[MessageToStore, bytes, bytes, bytes, int]] = []
+        total = 0
+        topic_text, topic = "", b""
+        for m in msgs:
+            if len(m.body) > max_body:
+                return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+            props = m.properties.encode()
+            if len(props) > MAX_PROPERTIES_BYTES:
+                return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            if m.topic != topic_text:
+                topic_text, topic = m.topic, m.topic.encode()
+            born = pack_address(m.born_host)
+            size = record_length(topic, m.body, props, born, store)
+            encoded.append((m, topic, props, born, size))
+            total += size
+        start = mf.wrote_position
+        fits = self._room(mf, start, total)
+        if not fits:
+            return None if fits is None else AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        now = self.clock.wall_ms()
+        base = mf.file_from_offset
+        prefix = self._msg_id_prefix
+        ids: list[str] = []
+        first_queue_offset = -1
+        pos = start
+        for m, topic, props, born, size in encoded:
+            queue_offset = self._place(mf, pos, m, topic, props, born, size, now)
+            if first_queue_offset < 0:
+                first_queue_offset = queue_offset
+            ids.append(f"{prefix}{base + pos:016X}")
+            pos += size
+        self.last_store_timestamp = now
+        return AppendResult(
+            status=PutStatus.PUT_OK,
+            wrote_offset=base + start,
+            wrote_bytes=total,
+            msg_id=",".join(ids),
+            queue_offset=first_queue_offset,
+            store_timestamp=now,
+            msg_num=len(msgs),
+        )
+
+    @staticmethod
+    def _room(mf: MappedFile, pos: int, size: int) -> bool | None:
+        """True when ``size`` bytes fit at ``pos``; False when they never fit a segment; None
+        after marking the rest of the segment blank (``END_FILE_MIN_BLANK_LENGTH``): roll."""
+        if size + BLANK_SIZE > mf.size:
+            return False
         if size + BLANK_SIZE > mf.size - pos:
-            # END_FILE_MIN_BLANK_LENGTH: mark the rest of the segment blank and roll.
             BLANK.pack_into(mf.buffer, pos, mf.size - pos, BLANK_MAGIC)
             mf.wrote_position = mf.size
             return None
+        return True
+
+    def _place(  # noqa: PLR0917 -- positional: called per record
+        self,
+        mf: MappedFile,
+        pos: int,
+        m: MessageToStore,
+        topic: bytes,
+        props: bytes,
+        born: bytes,
+        size: int,
+        now: int,
+    ) -> int:
+        """Write one record at ``pos`` (room checked), assign its queue offset (returned) and
+        queue its dispatch hint."""  # fmt: skip
         tx = m.sys_flag & TRANSACTION_TYPE_MASK
         dispatched = tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
         key = f"{m.topic}-{m.queue_id}"
         queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
-        now = self.clock.wall_ms()
         wrote = mf.file_from_offset + pos
         pack_record_into(
             mf.buffer, pos, topic, m.queue_id, m.body, m.flag, queue_offset, m.sys_flag,
-            m.born_timestamp, born, now, store, m.reconsume_times,
+            m.born_timestamp, born, now, self._store_host_bytes, m.reconsume_times,
             m.prepared_transaction_offset, props, wrote,
         )  # fmt: skip
         mf.wrote_position = pos + size
         if dispatched:
             self.topic_queue_table[key] = queue_offset + 1
-        self.last_store_timestamp = now
         if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
             tags, keys, uniq = dispatch_properties(m.properties)
             self.dispatch_hints.append(
@@ -372,15 +451,7 @@ class CommitLog:
                     prepared_transaction_offset=m.prepared_transaction_offset,
                 )
             )  # fmt: skip
-        return AppendResult(
-            status=PutStatus.PUT_OK,
-            wrote_offset=wrote,
-            wrote_bytes=size,
-            msg_id=f"{self._msg_id_prefix}{wrote:016X}",
-            queue_offset=queue_offset,
-            store_timestamp=now,
-            msg_num=1,
-        )
+        return queue_offset
 
     async def _roll(self) -> None:
         """Make a writable last segment: the preallocated one when it fits, else a new one."""

@@ -151,6 +151,11 @@ def dispatch_properties(text: str) -> tuple[int, str, str | None]:
     return tags_code(tags), _property(framed, _KEYS_NEEDLE) or "", _property(framed, _UNIQ_NEEDLE)
 
 
+def property_value(text: str, name: str) -> str | None:
+    """``decode_properties(text).get(name)`` without building the map."""
+    return _property(PROPERTY_SEPARATOR + text, f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}")
+
+
 _TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
 _KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
 _UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"

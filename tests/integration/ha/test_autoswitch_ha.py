@@ -210,15 +210,19 @@ async def test_autoswitch_send_path_all_ack_and_min_in_sync(tmp_path: Path) -> N
     2. Stop the slave: the master proposes {1} but, until the controller answers, the union
     {1, 2} stays effective. 3. Apply the controller's {1}.
     Expected: PUT_OK with the slave; FLUSH_SLAVE_TIMEOUT while synchronizing; after {1} the
-    master refuses new sends up front (can_accept False: IN_SYNC_REPLICAS_NOT_ENOUGH)."""
+    master refuses new sends up front (can_accept False: IN_SYNC_REPLICAS_NOT_ENOUGH).
+    waits_for_replicas (the broker's no-await send path) is False alone, True with {1, 2}."""
     ha = HA.with_updates({"minInSyncReplicas": 2, "slaveTimeout": 300})
     async with _node(tmp_path / "a", 1, ha) as a:
         assert await a.ha.change_to_master(1)
+        assert not a.ha.waits_for_replicas(wait_store=True)
         async with _node(tmp_path / "b", 2, ha) as b:
             assert await b.ha.change_to_slave(a.address, 1, 2)
             await wait_until(lambda: frozenset({1, 2}) in a.proposed, 5)
             a.ha.set_sync_state_set(frozenset({1, 2}))
             assert a.ha.can_accept()
+            assert a.ha.waits_for_replicas(wait_store=True)
+            assert not a.ha.waits_for_replicas(wait_store=False)
             end = await _put(a.store, 0, 1)
             assert await a.ha.handle_ha(end, wait_store=True) is ReplicaStatus.PUT_OK
         await wait_until(lambda: frozenset({1}) in a.proposed, 5)

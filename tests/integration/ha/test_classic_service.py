@@ -49,15 +49,20 @@ async def _append(ha: DefaultHAService) -> int:
 async def test_default_ha_service_role_and_wait_flags(tmp_path: Path) -> None:
     """1. inSyncReplicas=2 with no slave: an ASYNC_MASTER, a WAIT=false send, and a SYNC_MASTER
     send. Expected: PUT_OK, PUT_OK, and FLUSH_SLAVE_TIMEOUT after slaveTimeout; with
-    inSyncReplicas=1 a SYNC_MASTER does not wait (5.x)."""
+    inSyncReplicas=1 a SYNC_MASTER does not wait (5.x). waits_for_replicas (the broker's
+    no-await send path) is True only for the SYNC_MASTER send that can wait."""
     async with _service(tmp_path / "a", sync_master=False, inSyncReplicas=2) as ha:
+        assert not ha.waits_for_replicas(wait_store=True)
         assert await ha.handle_ha(await _append(ha), wait_store=True) is ReplicaStatus.PUT_OK
     async with _service(tmp_path / "b", inSyncReplicas=2) as ha:
+        assert ha.waits_for_replicas(wait_store=True)
+        assert not ha.waits_for_replicas(wait_store=False)
         end = await _append(ha)
         assert await ha.handle_ha(end, wait_store=False) is ReplicaStatus.PUT_OK
         status = await ha.handle_ha(end, wait_store=True)
         assert status is ReplicaStatus.FLUSH_SLAVE_TIMEOUT
     async with _service(tmp_path / "c", inSyncReplicas=1) as ha:
+        assert not ha.waits_for_replicas(wait_store=True)
         assert await ha.handle_ha(await _append(ha), wait_store=True) is ReplicaStatus.PUT_OK
 
 

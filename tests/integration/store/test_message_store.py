@@ -242,3 +242,45 @@ async def test_message_store_dispatch_stops_at_confirm_offset_inside_record(tmp_
         store.reput.wake()
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 3, 5)
         await store.stop()
+
+
+async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
+    """1. Start an ASYNC_FLUSH store with 4 KiB segments; put single messages until fewer than
+    1,500 bytes are left in the segment. 2. put_messages_nowait a batch of 10 (about 2 KiB).
+    3. put_messages the same batch. 4. put_messages a batch larger than a segment.
+    Expected: step 2 returns None and stores no record; step 3 stores all 10 at the start of
+    the next segment, one result with the first queue offset, 10 msg ids and the whole length;
+    the reput dispatches them and they read back in order; step 4 is MESSAGE_ILLEGAL and
+    stores nothing."""
+    async with asyncio.timeout(20):
+        store = MessageStore(_config(tmp_path))
+        await store.start()
+        n = 0
+        while True:
+            r = await store.put_message(_msg(n))
+            assert r.status is PutStatus.PUT_OK
+            n += 1
+            last = store.commit_log.mfq.last
+            assert last is not None
+            if last.size - last.wrote_position < 1500:
+                break
+        segments = len(store.commit_log.mfq.files)
+        batch = [_msg(100 + i) for i in range(10)]
+        assert store.put_messages_nowait(batch) is None
+        assert store.commit_log.topic_queue_table["TopicTest-0"] == n
+        r = await store.put_messages(batch)
+        assert r.status is PutStatus.PUT_OK
+        assert (r.queue_offset, r.msg_num, len(r.msg_id.split(","))) == (n, 10, 10)
+        assert len(store.commit_log.mfq.files) == segments + 1
+        assert r.wrote_offset == store.commit_log.mfq.files[-1].file_from_offset
+        assert r.wrote_offset + r.wrote_bytes == store.commit_log.max_offset
+        await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == n + 10, 5)
+        got = store.get_message("g", "TopicTest", 0, offset=n, max_count=20)
+        assert [decode_record(b).body for b in got.records] == [m.body for m in batch]
+
+        end = store.commit_log.max_offset
+        huge = [_msg(i) for i in range(60)]  # about 6 KiB of records
+        r2 = await store.put_messages(huge)
+        assert r2.status is PutStatus.MESSAGE_ILLEGAL
+        assert store.commit_log.max_offset == end
+        await store.stop()

@@ -35,6 +35,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
 from rocketpy.store.commit_log.record import (
     MessageRecord,
+    decode_properties,
     encode_offset_msg_id,
     encode_properties,
     encode_record,
@@ -118,7 +119,11 @@ class MemStore:
             store_host=msg.store_host,
             reconsume_times=msg.reconsume_times,
             body=msg.body,
-            properties=dict(msg.properties),
+            properties=(
+                decode_properties(msg.encoded_properties)
+                if msg.encoded_properties
+                else dict(msg.properties)
+            ),
         )
         stored = dataclasses.replace(stored, size=len(_encode_record(stored)))
         self.next_phy += stored.size
@@ -144,6 +149,9 @@ class MemStore:
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         # Always "must wait": the processors' awaiting path (the real store's synchronous one
         # is exercised by the integration tests).
+        return None
+
+    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
         return None
 
     async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:

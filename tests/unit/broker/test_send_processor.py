@@ -165,6 +165,46 @@ async def test_send_batch_consecutive_offsets(harness: MakeHarness) -> None:
     assert refused.code == ResponseCode.MESSAGE_ILLEGAL
 
 
+_ADDED = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true", "CLUSTER": "c1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the usual client text: the broker appends its additions to it undecoded
+        ("UNIQ_KEY\x01U1\x02WAIT\x01true\x02TAGS\x01A\x02", {"UNIQ_KEY": "U1", "WAIT": "true",
+                                                          "TAGS": "A"}),
+        # no trailing separator, an empty segment, a duplicate (the later wins)
+        ("UNIQ_KEY\x01U1\x02\x02KEYS\x01a\x02KEYS\x01b", {"UNIQ_KEY": "U1", "KEYS": "b"}),
+        # values that hold a separator-like needle without being the name
+        ("UNIQ_KEY\x01U1\x02XDELAY\x01a\x02", {"UNIQ_KEY": "U1", "XDELAY": "a"}),
+        # the sender's CLUSTER / MSG_REGION are replaced (decoding path)
+        ("UNIQ_KEY\x01U1\x02CLUSTER\x01x\x02MSG_REGION\x01r\x02", {"UNIQ_KEY": "U1"}),
+    ],
+)  # fmt: skip
+async def test_send_properties_fast_and_decoded_paths_store_one_map(
+    harness: MakeHarness, text: str, expected: dict[str, str]
+) -> None:
+    """1. SEND_MESSAGE_V2 with the given properties text. 2. The same text in a batch of one.
+    Expected: the stored record's properties decode to the sender's map plus MSG_REGION,
+    TRACE_ON and CLUSTER (the broker's values), whether the text was appended to undecoded or
+    decoded; transactionId is the UNIQ_KEY."""
+    h = harness()
+    ext = v2("T")
+    ext["i"] = text
+    resp = _ok(await h.call(RequestCode.SEND_MESSAGE_V2, ext, b"x"))
+    assert resp.ext("transactionId") == "U1"
+    assert h.store.queues[("T", 0)][0].properties == expected | _ADDED
+    body = encode_batch_body([BatchItem(flag=0, body=b"y", properties=text)])
+    resp = _ok(await h.call(RequestCode.SEND_BATCH_MESSAGE, v2("B", m="true"), body))
+    assert resp.ext("transactionId") == "U1"
+    stored = h.store.queues[("B", 0)][0].properties
+    if "MSG_REGION" in text:  # a batch keeps the sender's region (setdefault), as upstream
+        assert stored == expected | _ADDED | {"MSG_REGION": "r"}
+    else:
+        assert stored == expected | _ADDED
+
+
 async def test_send_back_retry_then_dlq(harness: MakeHarness) -> None:
     """1. Store a message on T. 2. CONSUMER_SEND_MSG_BACK with delayLevel 0.
     3. Send back the retried copy with maxReconsumeTimes 1.
