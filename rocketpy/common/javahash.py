@@ -54,7 +54,11 @@ def _poly_mod(raw: bytes) -> int:
 def java_string_hash(text: str) -> int:
     """Java ``String.hashCode`` of ``text``, as a signed 32-bit int (lone surrogates included)."""
     if text.isascii():
-        h = _poly_mod(text.encode("ascii"))
+        raw = text.encode("ascii")
+        if _SHORT <= len(raw) <= _CHUNK:  # typical index keys: _poly inlined
+            h = (int(raw.translate(_LO), 31) + 31 * int(raw.translate(_HI), 31)) & _MASK
+        else:
+            h = _poly_mod(raw)
     else:
         # Code units, big-endian: even bytes are the high halves, odd bytes the low halves.
         raw = text.encode("utf-16-be", "surrogatepass")

@@ -247,15 +247,21 @@ class IndexService:
             return
         topic = request.topic
         timestamp = request.store_timestamp
+        # The current file while nothing waits (else every key goes through _put, in order);
+        # r.build_key inlined: this runs for every key of every record.
+        current = files[-1] if files and not self._pending else None
         uniq = request.uniq_key
-        # r.build_key inlined (one call less per key on the dispatch path).
         if uniq:
-            self._put(f"{topic}#{uniq}", phy_offset, timestamp)
+            key = f"{topic}#{uniq}"
+            if current is None or not current.put_key(key, phy_offset, timestamp):
+                self._put(key, phy_offset, timestamp)
         keys = request.keys
         if keys:
             for k in keys.split(r.KEY_SEPARATOR):
                 if k:
-                    self._put(f"{topic}#{k}", phy_offset, timestamp)
+                    key = f"{topic}#{k}"
+                    if current is None or not current.put_key(key, phy_offset, timestamp):
+                        self._put(key, phy_offset, timestamp)
 
     def _last_indexed_offset(self) -> int:
         if self._pending:
