@@ -6,6 +6,8 @@ Owns: one benchmark run in ``--dir``. For each message size it measures, in this
 * ceiling ``write+fdatasync``: a bare loop of ``os.write`` + ``os.fdatasync`` (calls/s);
 * ``ASYNC_FLUSH``: one producer awaiting ``put_message`` back to back (yielding to the loop every
   256 appends so the flush and reput tasks run), then how long the reput needs to catch up;
+* ``ASYNC_FLUSH + index``: the same with the IndexService registered, as a broker always runs it
+  (``messageIndexEnable``), and a distinct ``UNIQ_KEY`` per message as clients send;
 * ``SYSTEM SYNC_FLUSH``: ``--producers`` concurrent producers, each acknowledged only after its
   bytes are durable (group commit), with the number of fdatasync passes.
 
@@ -31,6 +33,7 @@ from rocketpy.common.aio import wait_until
 from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
 from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.message_store import MessageStore
 
 TOPIC = "BenchStoreTopic"
@@ -124,20 +127,28 @@ def _config(root: Path, flush: str, file_size: int) -> MessageStoreConfig:
     })  # fmt: skip
 
 
-def _message(size: int) -> MessageToStore:
+def _message(size: int, uniq_key: str = "") -> MessageToStore:
+    props = f"{PROPERTIES}UNIQ_KEY\x01{uniq_key}\x02" if uniq_key else PROPERTIES
     return MessageToStore(
-        topic=TOPIC, queue_id=0, body=b"x" * size, properties=PROPERTIES,
+        topic=TOPIC, queue_id=0, body=b"x" * size, properties=props,
         born_host=("127.0.0.1", 50000), born_timestamp=int(time.time() * 1000),
     )  # fmt: skip
 
 
 async def bench_async(
-    root: Path, size: int, seconds: float, file_size: int, *, profile: bool
+    root: Path, size: int, seconds: float, file_size: int, *, profile: bool, index: bool = False
 ) -> None:
-    """One producer, ASYNC_FLUSH."""
+    """One producer, ASYNC_FLUSH; with ``index``, the IndexService is a dispatcher and every
+    message has its own ``UNIQ_KEY`` (a pool of 4096, 32 hex digits as clients make them)."""
     store = MessageStore(_config(root, "ASYNC_FLUSH", file_size))
+    index_service = None
+    if index:
+        index_service = IndexService(root / "index")
+        await index_service.load(last_exit_ok=True)
+        await index_service.start()
+        store.register_dispatcher(index_service)
     await store.start()
-    msg = _message(size)
+    msgs = [_message(size, f"{i:032X}" if index else "") for i in range(4096 if index else 1)]
     put = store.put_message
     count = 0
     before = rss_mib()
@@ -147,7 +158,7 @@ async def bench_async(
     start = time.perf_counter()
     deadline = start + seconds
     while time.perf_counter() < deadline:
-        for _ in range(256):
+        for msg in msgs[count % len(msgs) : count % len(msgs) + 256] if index else [msgs[0]] * 256:
             r = await put(msg)
             if r.status is not PutStatus.PUT_OK:
                 raise SystemExit(f"put failed: {r.status}")
@@ -161,10 +172,13 @@ async def bench_async(
     t0 = time.perf_counter()
     await wait_until(lambda: store.reput.behind() == 0, 600)
     catch_up = time.perf_counter() - t0
-    _line(f"ASYNC_FLUSH {size} B, 1 producer", count, elapsed, nbytes,
+    label = "ASYNC_FLUSH + index" if index else "ASYNC_FLUSH"
+    _line(f"{label} {size} B, 1 producer", count, elapsed, nbytes,
           f"rss {before:.0f}->{rss_mib():.0f} MiB, reput behind {behind / _MIB:.1f} MiB "
           f"caught up in {catch_up:.2f}s")  # fmt: skip
     await store.stop()
+    if index_service is not None:
+        await index_service.stop()
     if prof is not None:
         pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
 
@@ -228,11 +242,14 @@ async def run(args: argparse.Namespace) -> None:
         record = _record(size)
         ceiling_mmap(base, record, args.seconds, args.file_size)
         ceiling_fsync(base, record, args.seconds)
-        for name in ("async", "sync"):
+        for name in ("async", "async-index", "sync"):
             root = base / f"{name}-{size}"
             shutil.rmtree(root, ignore_errors=True)
-            if name == "async":
-                await bench_async(root, size, args.seconds, args.file_size, profile=args.profile)
+            if name.startswith("async"):
+                await bench_async(
+                    root, size, args.seconds, args.file_size,
+                    profile=args.profile, index=name == "async-index",
+                )  # fmt: skip
             else:
                 await bench_sync(root, size, args.seconds, args.file_size, args.producers)
             shutil.rmtree(root, ignore_errors=True)
@@ -252,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=64)
     parser.add_argument("--file-size", type=int, default=256 * _MIB, help="commit-log segment")
     parser.add_argument("--flat-gib", type=int, default=0, help="also append N GiB, print RSS")
-    parser.add_argument("--profile", action="store_true", help="cProfile the ASYNC phase")
+    parser.add_argument("--profile", action="store_true", help="cProfile the ASYNC phases")
     args = parser.parse_args(argv)
     args.size = args.size or [128, 1024]
     args.dir.mkdir(parents=True, exist_ok=True)

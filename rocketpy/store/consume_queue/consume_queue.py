@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -24,6 +25,8 @@ from rocketpy.store.consume_queue.unit import (
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
+
+_UNIT_PACK: Final = UNIT.pack_into
 
 
 class ConsumeQueue:
@@ -104,15 +107,19 @@ class ConsumeQueue:
         """The common case of :meth:`put` without a coroutine: the unit lands right after the
         last one in a segment with room. False when :meth:`put` must handle it (a duplicate, a
         gap, a new segment)."""
-        last = self.mfq.last
+        files = self.mfq.files  # once per record: no property calls, no temporary bytes
+        if not files:
+            return False
+        last = files[-1]
+        pos = last.wrote_position
         if (
-            last is None
-            or last.wrote_position + UNIT_SIZE > last.size
+            pos + UNIT_SIZE > last.size
             or commit_log_offset + size <= self.max_physic_offset
-            or last.file_from_offset + last.wrote_position != queue_offset * UNIT_SIZE
+            or last.file_from_offset + pos != queue_offset * UNIT_SIZE
         ):
             return False
-        last.append(UNIT.pack(commit_log_offset, size, tags_code))
+        _UNIT_PACK(last.buffer, pos, commit_log_offset, size, tags_code)
+        last.wrote_position = pos + UNIT_SIZE
         self.max_physic_offset = commit_log_offset + size
         return True
 

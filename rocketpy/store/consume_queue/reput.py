@@ -160,17 +160,17 @@ class ReputService:
         """Dispatch every whole record below the bound. ``put_cq`` awaits the CQ append."""
         bound = self.bound()
         hints = self.hints
-        req: DispatchRequest | None
         while self.reput_from < bound:
-            while hints and hints[0].commit_log_offset < self.reput_from:
-                hints.popleft()
-            if hints and hints[0].commit_log_offset == self.reput_from:
-                req = hints[0]  # popped as stale once reput_from moves past it
-                size = req.msg_size
-            else:
-                req, size = read_request(self.mfq, self.reput_from, check_crc=self.check_crc)
+            if (
+                hints
+                and hints[0].commit_log_offset <= self.reput_from
+                and not await self._dispatch_hints(put_cq, bound, notify)
+            ):
+                return
+            offset = self.reput_from
+            req, size = read_request(self.mfq, offset, check_crc=self.check_crc)
             if size == 0:
-                mf = self.mfq.find(self.reput_from)
+                mf = self.mfq.find(offset)
                 if mf is None:
                     return
                 self.reput_from = mf.file_from_offset + mf.size
@@ -179,9 +179,9 @@ class ReputService:
                 # An HA slave receives records cut at frame boundaries: a partial tail is
                 # not an error, the rest arrives with the next frame.
                 if not self._partial_tail(bound):
-                    log.error("reput found an invalid record", offset=self.reput_from)
+                    log.error("reput found an invalid record", offset=offset)
                 return
-            if self.reput_from + size > bound:
+            if offset + size > bound:
                 # Only whole records below the bound: in controller mode the bound is the
                 # confirm offset, which a slave's ack can leave inside a record.
                 return
@@ -193,6 +193,44 @@ class ReputService:
             self.reput_from += size
             if notify:
                 self.on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
+
+    async def _dispatch_hints(self, put_cq: PutCq, bound: int, notify: bool) -> bool:
+        """The common case, once per locally appended record: the run of hints that starts at
+        ``reput_from``, each where the previous one ended, dispatched without parsing and with
+        everything bound to locals. Stale hints (below ``reput_from``) are dropped. Returns
+        True when the run ended below ``bound`` at a record without a hint (to be scanned),
+        False when there is nothing more to do for now (the bound reached, or the next hint
+        crosses it)."""
+        hints = self.hints
+        dispatchers = self.dispatchers
+        on_arrival = self.on_arrival
+        offset = self.reput_from
+        while hints and offset < bound:
+            req = hints[0]
+            hint_offset = req.commit_log_offset
+            if hint_offset < offset:
+                hints.popleft()
+                continue
+            if hint_offset != offset:
+                return True
+            end = offset + req.msg_size
+            if end > bound:
+                return False  # only whole records below the bound, as for scanned ones
+            hints.popleft()
+            pending = put_cq(req)
+            if pending is None:
+                for d in dispatchers:
+                    d.dispatch(req)
+                self.reput_from = offset = end
+            else:
+                await pending
+                for d in dispatchers:
+                    d.dispatch(req)
+                self.reput_from += req.msg_size
+                offset = self.reput_from
+            if notify:
+                on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
+        return offset < bound
 
     def _partial_tail(self, bound: int) -> bool:
         mf = self.mfq.find(self.reput_from)

@@ -19,10 +19,18 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Final
 
 from rocketpy.common.errors import StoreError
+from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.index import record as r
 from rocketpy.store.index.record import IndexHeader
+
+_INT_MIN_ABS: Final = 2**31
+_SLOT_UNPACK: Final = r.SLOT.unpack_from
+_SLOT_PACK: Final = r.SLOT.pack_into
+_ENTRY_PACK: Final = r.ENTRY.pack_into
+_HEADER_PACK: Final = r.HEADER.pack_into
 
 
 class IndexFile:
@@ -34,6 +42,7 @@ class IndexFile:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.file_size = r.index_file_size(hash_slot_num, index_num)
+        self._entries_pos = r.entry_position(hash_slot_num, 0)
         self.header = r.decode_index_header(mapped[: r.INDEX_HEADER_SIZE])
         self._map: mmap.mmap | None = mapped
         # Serializes msync/close/unlink on executor threads; the loop's writes need no lock
@@ -125,40 +134,49 @@ class IndexFile:
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset`` (``IndexFile.putKey``). On the loop: small copies.
 
+        Runs for every indexed key, so the record helpers (``index_key_hash``,
+        ``slot_position``, ``entry_position``, ``time_diff_seconds``) are inlined here.
+
         Returns:
             False when the file is full.
         """
         header = self.header
-        if header.index_count >= self.index_num:
-            return False
-        mapped = self._mapped()
-        key_hash = r.index_key_hash(key)
-        slot_pos = r.slot_position(key_hash, self.hash_slot_num)
-        (slot_value,) = r.SLOT.unpack_from(mapped, slot_pos)
-        if slot_value <= r.INVALID_INDEX or slot_value > header.index_count:
-            slot_value = r.INVALID_INDEX
-        time_diff = r.time_diff_seconds(store_timestamp, header.begin_timestamp)
         index_no = header.index_count
-        r.ENTRY.pack_into(
-            mapped,
-            r.entry_position(self.hash_slot_num, index_no),
-            key_hash,
-            phy_offset,
-            time_diff,
-            slot_value,
-        )
-        r.SLOT.pack_into(mapped, slot_pos, index_no)
+        if index_no >= self.index_num:
+            return False
+        mapped = self._map
+        if mapped is None:
+            raise StoreError(f"index file {self.path} is closed")
+        h = java_string_hash(key)
+        key_hash = -h if h < 0 else h
+        if key_hash == _INT_MIN_ABS:  # Math.abs(Integer.MIN_VALUE) stays negative: upstream uses 0
+            key_hash = 0
+        slot_pos = r.INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * r.HASH_SLOT_SIZE
+        slot_value = _SLOT_UNPACK(mapped, slot_pos)[0]
+        if slot_value <= r.INVALID_INDEX or slot_value > index_no:
+            slot_value = r.INVALID_INDEX
+            header.hash_slot_count += 1
+        begin = header.begin_timestamp
+        # time_diff_seconds: Java's truncating long division, clamped to [0, Integer.MAX_VALUE].
+        diff = store_timestamp - begin
+        time_diff = 0 if begin <= 0 or diff < 1000 else min(diff // 1000, r.INT_MAX)
+        _ENTRY_PACK(
+            mapped, self._entries_pos + index_no * r.INDEX_SIZE,
+            key_hash, phy_offset, time_diff, slot_value,
+        )  # fmt: skip
+        _SLOT_PACK(mapped, slot_pos, index_no)
         # Upstream quirk kept for identical files: the first entry's timeDiff is taken against
         # the begin inherited from the previous file, then begin moves to this entry's time.
         if index_no <= 1:
-            header.begin_timestamp = store_timestamp
+            header.begin_timestamp = begin = store_timestamp
             header.begin_phy_offset = phy_offset
         header.end_timestamp = store_timestamp
         header.end_phy_offset = phy_offset
-        if slot_value == r.INVALID_INDEX:
-            header.hash_slot_count += 1
         header.index_count = index_no + 1
-        self._store_header(header)
+        _HEADER_PACK(
+            mapped, 0, begin, store_timestamp, header.begin_phy_offset, phy_offset,
+            header.hash_slot_count, index_no + 1,
+        )  # fmt: skip
         return True
 
     def select_phy_offsets(

@@ -236,16 +236,32 @@ class IndexService:
         """Index ``UNIQ_KEY`` and every space-separated ``KEYS`` entry as ``topic#key``
         (``buildIndex``). Records below the last indexed offset (re-dispatch) and rolled-back
         transaction records are skipped. Never blocks."""
-        if request.commit_log_offset < self._last_indexed_offset():
+        phy_offset = request.commit_log_offset
+        files = self._files
+        if self._pending or not files:
+            if phy_offset < self._last_indexed_offset():
+                return
+        elif phy_offset < files[-1].header.end_phy_offset:
             return
         if request.sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK:
             return
-        keys: list[str] = []
-        if request.uniq_key:
-            keys.append(r.build_key(request.topic, request.uniq_key))
-        keys.extend(r.build_key(request.topic, k) for k in request.keys.split(r.KEY_SEPARATOR) if k)
-        for key in keys:
-            self._put(key, request.commit_log_offset, request.store_timestamp)
+        topic = request.topic
+        timestamp = request.store_timestamp
+        # The current file while nothing waits (else every key goes through _put, in order);
+        # r.build_key inlined: this runs for every key of every record.
+        current = files[-1] if files and not self._pending else None
+        uniq = request.uniq_key
+        if uniq:
+            key = f"{topic}#{uniq}"
+            if current is None or not current.put_key(key, phy_offset, timestamp):
+                self._put(key, phy_offset, timestamp)
+        keys = request.keys
+        if keys:
+            for k in keys.split(r.KEY_SEPARATOR):
+                if k:
+                    key = f"{topic}#{k}"
+                    if current is None or not current.put_key(key, phy_offset, timestamp):
+                        self._put(key, phy_offset, timestamp)
 
     def _last_indexed_offset(self) -> int:
         if self._pending:
@@ -253,11 +269,8 @@ class IndexService:
         return self._files[-1].header.end_phy_offset if self._files else 0
 
     def _put(self, key: str, phy_offset: int, store_timestamp: int) -> None:
-        if (
-            not self._pending
-            and self._files
-            and self._files[-1].put_key(key, phy_offset, store_timestamp)
-        ):
+        files = self._files
+        if not self._pending and files and files[-1].put_key(key, phy_offset, store_timestamp):
             return
         if len(self._pending) >= self._index_num:
             self._dropped += 1

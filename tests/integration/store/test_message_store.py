@@ -284,3 +284,51 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
         assert r2.status is PutStatus.MESSAGE_ILLEGAL
         assert store.commit_log.max_offset == end
         await store.stop()
+
+
+async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record(
+    tmp_path: Path,
+) -> None:
+    """1. Stop the background reput after one dispatched message, put 29 more (rolling 4 KiB
+    segments). 2. Drop the hints of messages 5-9 (they must be scanned) and put a stale hint
+    in front. 3. Dispatch with the bound inside message 25. 4. Dispatch with the real bound.
+    Expected: after 3, messages 1-24 dispatched once each, in order, equal to the scanned
+    records, and ``reput_from`` at message 25; after 4, messages 1-29, no hints left, the
+    queue holds 30 units and the reput is caught up."""
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        seen: list[DispatchRequest] = []
+
+        class Recorder:
+            def dispatch(self, request: DispatchRequest) -> None:
+                seen.append(request)
+
+        store.register_dispatcher(Recorder())
+        await store.start()
+        assert (await store.put_message(_msg(0))).status is PutStatus.PUT_OK
+        await wait_until(lambda: len(seen) == 1, 5)
+        reput = store.reput
+        await reput.stop(store._put_cq)
+        offsets = []
+        for i in range(1, 30):
+            r = await store.put_message(_msg(i))
+            assert r.status is PutStatus.PUT_OK
+            offsets.append(r.wrote_offset)
+        hints = store.commit_log.dispatch_hints
+        kept = [h for h in hints if h.commit_log_offset not in offsets[4:9]]
+        hints.clear()
+        hints.extend([seen[0], *kept])  # seen[0]: already dispatched, stale
+        reput.bound = lambda: offsets[24] + 10
+        await reput.dispatch_available(store._put_cq)
+        scanned = [read_request(store.commit_log.mfq, o, check_crc=True)[0] for o in offsets]
+        assert seen[1:] == scanned[:24]
+        assert reput.reput_from == offsets[24]
+        reput.bound = store.commit_log.confirm_offset
+        await reput.dispatch_available(store._put_cq)
+        assert seen[1:] == scanned
+        assert not hints
+        assert store.max_offset_in_queue("TopicTest", 0) == 30
+        assert reput.reput_from == store.commit_log.max_offset
+        got = store.get_message("g", "TopicTest", 0, offset=0, max_count=100)
+        assert [decode_record(b).body for b in got.records] == [_msg(i).body for i in range(30)]
+        await store.stop()

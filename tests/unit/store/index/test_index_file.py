@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rocketpy.common.errors import StoreError
+from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.record import index_file_size, index_key_hash
 
@@ -110,3 +113,77 @@ def test_index_file_closed_and_destroyed(tmp_path: Path) -> None:
         f.put_key("T#a", 1, T0)
     f.destroy()
     assert not path.exists()
+
+
+def _reference_put(
+    buf: bytearray, header: r.IndexHeader, slots: int, entries: int, put: tuple[str, int, int]
+) -> bool:
+    """``putKey`` written plainly with the record helpers (the oracle for the inlined one)."""
+    key, phy_offset, store_timestamp = put
+    if header.index_count >= entries:
+        return False
+    key_hash = r.index_key_hash(key)
+    slot_pos = r.slot_position(key_hash, slots)
+    (slot_value,) = r.SLOT.unpack_from(buf, slot_pos)
+    if slot_value <= r.INVALID_INDEX or slot_value > header.index_count:
+        slot_value = r.INVALID_INDEX
+    time_diff = r.time_diff_seconds(store_timestamp, header.begin_timestamp)
+    index_no = header.index_count
+    entry = r.IndexEntry(
+        key_hash=key_hash, phy_offset=phy_offset, time_diff=time_diff, prev_index=slot_value
+    )
+    pos = r.entry_position(slots, index_no)
+    buf[pos : pos + r.INDEX_SIZE] = r.encode_index_entry(entry)
+    r.SLOT.pack_into(buf, slot_pos, index_no)
+    if index_no <= 1:
+        header.begin_timestamp = store_timestamp
+        header.begin_phy_offset = phy_offset
+    header.end_timestamp = store_timestamp
+    header.end_phy_offset = phy_offset
+    if slot_value == r.INVALID_INDEX:
+        header.hash_slot_count += 1
+    header.index_count = index_no + 1
+    buf[: r.INDEX_HEADER_SIZE] = r.encode_index_header(header)
+    return True
+
+
+_PUTS = st.lists(
+    st.tuples(
+        st.sampled_from(["T#a", "T#b", "T#polygenelubricants", "主题#键", "T#\U0001f600"])
+        | st.text(max_size=40),
+        st.integers(0, 2**40),
+        st.one_of(st.integers(-(2**40), 2**45), st.integers(T0 - 5000, T0 + 10**13)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    slots=st.integers(1, 7),
+    entries=st.integers(2, 30),
+    previous=st.tuples(st.integers(0, 2**40), st.integers(-5, 2**42)),
+    puts=_PUTS,
+)
+def test_index_file_put_key_bytes_equal_the_reference(
+    tmp_path: Path,
+    slots: int,
+    entries: int,
+    previous: tuple[int, int],
+    puts: list[tuple[str, int, int]],
+) -> None:
+    """1. A small file (1-7 slots, so chains collide) that continues a previous file's end.
+    2. Any keys (MIN_VALUE hash, non-ASCII, emoji), offsets and timestamps (before, at and long
+    after the begin, so time diffs are negative, zero and clamped), past the file's capacity.
+    Expected: every put_key result and the file's bytes equal the reference putKey's."""
+    path = tmp_path / f"f-{slots}-{entries}-{len(puts)}-{abs(hash((previous, tuple(puts))))}"
+    f = IndexFile.create(path, slots, entries)
+    f.start_after(*previous)
+    buf = bytearray(path.read_bytes())
+    header = r.decode_index_header(buf)
+    for put in puts:
+        assert f.put_key(*put) == _reference_put(buf, header, slots, entries, put)
+    assert f.header == header
+    f.close()
+    assert path.read_bytes() == bytes(buf)
+    path.unlink()
