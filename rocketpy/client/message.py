@@ -8,12 +8,22 @@ pulled message with its ids and store coordinates), :class:`SendStatus` and :cla
 from __future__ import annotations
 
 import enum
+import socket
+import struct
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from rocketpy.client.codec import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    STOREHOST_V6_FLAG,
+    MessageCodecError,
     RawRecord,
     decode_properties,
     encode_offset_msg_id,
@@ -22,6 +32,14 @@ from rocketpy.client.codec import (
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 
 Address = tuple[str, int]
+
+#: TOTALSIZE .. BODYLEN of a record whose hosts are both IPv4 (codec.py's table), each host read
+#: as one uint64 (address << 32 | port) so it can key the host caches.
+_V4_HEAD: Final = struct.Struct(">iiiiiqqiqQqQiqi")
+_INT8: Final = struct.Struct(">b")
+_INT16: Final = struct.Struct(">h")
+_V6_HOSTS: Final = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+_UINT64_MASK: Final = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,7 +65,9 @@ class Message:
     flag: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per consumed message on the consumer's hot path (a frozen ``__init__`` of 18
+# fields costs three times as much). Treat as read-only.
+@dataclass(slots=True, kw_only=True)
 class MessageExt:
     """A consumed message (``MessageClientExt``).
 
@@ -116,6 +136,142 @@ def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
     )
 
 
+def _host(key: int, cache: dict[int, Address]) -> Address:
+    """``(ip, port)`` of an IPv4 host read as ``address << 32 | port``."""
+    addr = cache.get(key)
+    if addr is None:
+        addr = cache[key] = (socket.inet_ntoa((key >> 32).to_bytes(4, "big")), key & 0xFFFFFFFF)
+    return addr
+
+
+def _split_properties(text: str) -> dict[str, str]:
+    """:func:`decode_properties` in one comprehension: a segment needs a name and a value."""
+    return {k: v for k, _, v in (seg.partition("\x01") for seg in text.split("\x02")) if k and v}
+
+
+def decode_message_exts(
+    body: bytes,
+    broker_name: str,
+    *,
+    tags: Collection[str] | None = None,
+    extra_properties: Mapping[str, str] | None = None,
+) -> list[MessageExt]:
+    """The records of a PULL_MESSAGE body as :class:`MessageExt` in one pass.
+
+    Gives what :func:`decode_records` + :func:`message_ext_from_record` give, faster: both hosts
+    IPv4 (the common case) take one struct unpack and cached host tuples and offset-id prefixes;
+    a record with an IPv6 host goes through :class:`RawRecord`.
+
+    Args:
+        body: records back to back.
+        broker_name: the broker they were pulled from.
+        tags: keep only messages whose ``TAGS`` is in it (``processPullResult``); None keeps all.
+        extra_properties: set on every kept message (``MIN_OFFSET``/``MAX_OFFSET``).
+
+    Raises:
+        MessageCodecError: a record does not decode.
+    """
+    out: list[MessageExt] = []
+    hosts: dict[int, Address] = {}
+    id_prefixes: dict[int, str] = {}
+    unpack, end = _V4_HEAD.unpack_from, len(body)
+    pos = 0
+    while pos < end:
+        try:
+            fields = unpack(body, pos)
+        except struct.error:
+            fields = None
+        if fields is None or fields[7] & _V6_HOSTS:
+            rec = RawRecord(memoryview(body), pos)
+            msg = message_ext_from_record(rec, broker_name)
+            pos += rec.store_size
+        else:
+            msg, pos = _decode_v4(body, pos, fields, broker_name, hosts, id_prefixes)
+        if tags is not None and msg.properties.get(PROPERTY_TAGS) not in tags:
+            continue
+        if extra_properties:
+            msg.properties.update(extra_properties)
+        out.append(msg)
+    return out
+
+
+def _decode_v4(  # noqa: PLR0917 -- positional: called per record
+    data: bytes,
+    pos: int,
+    fields: tuple[int, ...],
+    broker_name: str,
+    hosts: dict[int, Address],
+    id_prefixes: dict[int, str],
+) -> tuple[MessageExt, int]:
+    """The record at ``pos`` whose :data:`_V4_HEAD` is ``fields``, and where it ends."""
+    (size, magic, _crc, qid, flag, qoff, phys, sys_flag, born_ts, born, store_ts, store) = fields[
+        :12
+    ]
+    reconsume, prepared, body_len = fields[12:]
+    rec_end = pos + size
+    if size <= 0 or rec_end > len(data) or magic not in (MAGIC_V1, MAGIC_V2):
+        raise MessageCodecError(
+            f"bad record: magic {magic & 0xFFFFFFFF:#x} size {size}", field="record", offset=pos
+        )
+    try:
+        payload, topic, text = _v4_tail(data, pos + _V4_HEAD.size, magic, body_len, rec_end)
+    except (struct.error, ValueError) as e:
+        raise MessageCodecError(f"bad record: {e}", field="record", offset=pos) from e
+    if sys_flag & COMPRESSED_FLAG:
+        payload = uncompress_body(payload, sys_flag)
+    props = _split_properties(text)
+    prefix = id_prefixes.get(store)
+    if prefix is None:
+        prefix = id_prefixes[store] = f"{store:016X}"
+    offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
+    msg = MessageExt(
+        topic=topic,
+        body=payload,
+        properties=props,
+        msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+        offset_msg_id=offset_id,
+        broker_name=broker_name,
+        queue_id=qid,
+        queue_offset=qoff,
+        commit_log_offset=phys,
+        store_size=size,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=_host(born, hosts),
+        store_timestamp=store_ts,
+        store_host=_host(store, hosts),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+    )
+    return msg, rec_end
+
+
+def _v4_tail(
+    data: bytes, at: int, magic: int, body_len: int, rec_end: int
+) -> tuple[bytes, str, str]:
+    """BODY, TOPIC and the PROPERTIES text of a record whose fixed head ends at ``at``.
+
+    Raises:
+        ValueError: a negative length, bad UTF-8, or lengths that disagree with TOTALSIZE.
+        struct.error: a length field past the end.
+    """
+    payload = data[at : at + body_len]
+    at += body_len
+    if magic == MAGIC_V2:
+        (topic_len,) = _INT16.unpack_from(data, at)
+        at += 2
+    else:
+        (topic_len,) = _INT8.unpack_from(data, at)
+        at += 1
+    topic = data[at : at + topic_len].decode()
+    at += topic_len
+    (props_len,) = _INT16.unpack_from(data, at)
+    if min(body_len, topic_len, props_len) < 0 or at + 2 + props_len != rec_end:
+        raise ValueError("record size disagrees with its fields")
+    return payload, topic, data[at + 2 : rec_end].decode()
+
+
 class SendStatus(enum.Enum):
     """``SendStatus``: the message is stored in every case; the flush/replication wait may not
     have finished."""
@@ -159,5 +315,6 @@ __all__ = [
     "MessageQueue",
     "SendResult",
     "SendStatus",
+    "decode_message_exts",
     "message_ext_from_record",
 ]

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import enum
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -46,6 +47,9 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
+
+#: a consume worker yields to the event loop after this many listener calls in a row.
+_YIELD_EVERY: Final = 64
 
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
@@ -159,7 +163,13 @@ class PushConsumer:
         self._orderly = False
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._offsets = RemoteBrokerOffsetStore(self._client, group)
-        self._consume_sem = asyncio.Semaphore(consume_concurrency)
+        self._consume_concurrency = max(1, consume_concurrency)
+        # ConsumeMessageConcurrentlyService's thread pool: ``consume_concurrency`` worker tasks
+        # take (queue, batch) requests from ``_requests``; an idle worker parks on a future in
+        # ``_idle`` that ``_submit`` completes. ``_busy`` counts listener calls in flight.
+        self._requests: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._busy = 0
         self._consume_tasks = TaskSet(f"push-consumer/{group}/consume")
         self._rebalance_now = asyncio.Event()
         self._started = False
@@ -217,6 +227,9 @@ class PushConsumer:
         await self._fetch_routes()
         await self._client.heartbeat_all()
         tasks = self._client.tasks
+        if not self._orderly:
+            for i in range(self._consume_concurrency):
+                self._consume_tasks.spawn(self._consume_worker(), name=f"consume-{i}")
         tasks.spawn(self._rebalance_loop(), name=f"{self.group}/rebalance")
         self._client.every(self._persist_interval_s, self._persist_offsets, "persist-offsets")
         if self._orderly:
@@ -442,19 +455,58 @@ class PushConsumer:
     # -- concurrent consumption -----------------------------------------------------------------
 
     def _submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Queue ``msgs`` for the workers in listener-sized batches and wake idle workers."""
         if self._orderly:
             return  # the queue's orderly loop takes them from the process queue
         size = max(1, self.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self._consume_tasks.spawn(self._consume(pq, msgs[i : i + size]), name="consume")
+        requests = self._requests
+        if size == 1:
+            requests.extend([(pq, [m]) for m in msgs])
+        else:
+            requests.extend((pq, msgs[i : i + size]) for i in range(0, len(msgs), size))
+        self._wake_workers()
+
+    def _wake_workers(self) -> None:
+        idle, requests = self._idle, self._requests
+        for _ in range(min(len(idle), len(requests))):
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _consume_worker(self) -> None:
+        """One ``consumeExecutor`` thread: run queued requests until cancelled (shutdown)."""
+        requests, loop = self._requests, asyncio.get_running_loop()
+        streak = 0
+        while True:
+            if not requests:
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                streak = 0
+                continue
+            pq, msgs = requests.popleft()
+            if pq.dropped:
+                continue
+            self._busy += 1
+            try:
+                await self._consume(pq, msgs)
+            finally:
+                self._busy -= 1
+            streak += 1
+            if streak >= _YIELD_EVERY:
+                # A listener that never suspends would otherwise keep the loop from reading the
+                # pull responses until the whole backlog is consumed.
+                streak = 0
+                await asyncio.sleep(0)
 
     async def _call_listener(
-        self, msgs: list[MessageExt]
+        self, pq: ProcessQueue, msgs: list[MessageExt]
     ) -> ConsumeStatus | ConsumeOrderlyStatus | None:
         assert self._listener is not None  # noqa: S101 - start() checked it
-        view = [_restore_topic(m, self._retry_topic) for m in msgs]
+        if pq.mq.topic == self._retry_topic:
+            msgs = [_restore_topic(m, self._retry_topic) for m in msgs]
         try:
-            return await self._listener(view)
+            return await self._listener(msgs)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -464,10 +516,7 @@ class PushConsumer:
 
     async def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """``ConsumeRequest.run`` + ``processConsumeResult`` (clustering)."""
-        async with self._consume_sem:
-            if pq.dropped:
-                return
-            status = await self._call_listener(msgs)
+        status = await self._call_listener(pq, msgs)
         if pq.dropped:
             return
         done = msgs
@@ -483,9 +532,11 @@ class PushConsumer:
             self._offsets.update(pq.mq, offset, increase_only=True)
 
     async def _consume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """``submitConsumeRequestLater``: the batch goes back to the workers after 5 s."""
         await self._pause(5.0)
         if not pq.dropped and not self._client.stop_event.is_set():
-            await self._consume(pq, msgs)
+            self._requests.append((pq, msgs))
+            self._wake_workers()
 
     async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``; False when it failed."""
@@ -513,7 +564,7 @@ class PushConsumer:
 
     async def _wait_consumers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while len(self._consume_tasks) and time.monotonic() < deadline:  # noqa: ASYNC110
+        while self._busy and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
 
     async def _persist_offsets(self) -> None:
@@ -542,7 +593,7 @@ class PushConsumer:
                 msgs = pq.first(max(1, self.consume_message_batch_max_size))
                 if not msgs:
                     continue
-                status = await self._call_listener(msgs)
+                status = await self._call_listener(pq, msgs)
                 if status is ConsumeOrderlyStatus.SUCCESS or self._give_up(pq, msgs):
                     offset = pq.remove(msgs)
                     if offset >= 0 and not pq.dropped:
