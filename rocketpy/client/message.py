@@ -19,11 +19,12 @@ from rocketpy.client.codec import (
     COMPRESSED_FLAG,
     MAGIC_V1,
     MAGIC_V2,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
-    MessageCodecError,
     RawRecord,
     decode_properties,
     encode_offset_msg_id,
@@ -136,17 +137,100 @@ def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
     )
 
 
-def _host(key: int, cache: dict[int, Address]) -> Address:
-    """``(ip, port)`` of an IPv4 host read as ``address << 32 | port``."""
-    addr = cache.get(key)
-    if addr is None:
-        addr = cache[key] = (socket.inet_ntoa((key >> 32).to_bytes(4, "big")), key & 0xFFFFFFFF)
-    return addr
+class _PullBodyReader:
+    """Decodes the IPv4-host records of one pull body; keeps per-body caches of host tuples and
+    offset-id prefixes (a body comes from one broker, usually from a handful of producers)."""
 
+    __slots__ = ("_broker_name", "_extra", "_hosts", "_id_prefixes", "_tags")
 
-def _split_properties(text: str) -> dict[str, str]:
-    """:func:`decode_properties` in one comprehension: a segment needs a name and a value."""
-    return {k: v for k, _, v in (seg.partition("\x01") for seg in text.split("\x02")) if k and v}
+    def __init__(
+        self,
+        broker_name: str,
+        tags: Collection[str] | None,
+        extra: Mapping[str, str] | None,
+    ) -> None:
+        self._broker_name = broker_name
+        self._tags = tags
+        self._extra = extra
+        self._hosts: dict[int, Address] = {}
+        self._id_prefixes: dict[int, str] = {}
+
+    def host(self, key: int) -> Address:
+        """``(ip, port)`` of an IPv4 host read as ``address << 32 | port``."""
+        addr = self._hosts.get(key)
+        if addr is None:
+            ip = socket.inet_ntoa((key >> 32).to_bytes(4, "big"))
+            addr = self._hosts[key] = (ip, key & 0xFFFFFFFF)
+        return addr
+
+    def read(self, data: bytes, pos: int) -> tuple[MessageExt | None, int]:
+        """The record at ``pos`` (None when its tag is filtered out) and where it ends.
+
+        Raises:
+            ValueError: an IPv6 host (not handled here), bad magic or size, a negative length,
+                bad UTF-8, or lengths that disagree with TOTALSIZE.
+            struct.error: a field past the end.
+        """
+        (size, magic, _crc, qid, flag, qoff, phys, sys_flag, born_ts, born, store_ts, store) = (
+            fields := _V4_HEAD.unpack_from(data, pos)
+        )[:12]
+        reconsume, prepared, body_len = fields[12:]
+        rec_end = pos + size
+        if sys_flag & _V6_HOSTS or size <= 0 or rec_end > len(data):
+            raise ValueError("not a complete IPv4-host record")
+        at = pos + _V4_HEAD.size
+        payload = data[at : at + body_len]
+        at += body_len
+        if magic == MAGIC_V1:
+            (topic_len,) = _INT8.unpack_from(data, at)
+            at += 1
+        elif magic == MAGIC_V2:
+            (topic_len,) = _INT16.unpack_from(data, at)
+            at += 2
+        else:
+            raise ValueError(f"magic {magic & 0xFFFFFFFF:#x}")
+        topic = data[at : at + topic_len].decode()
+        at += topic_len
+        (props_len,) = _INT16.unpack_from(data, at)
+        if body_len < 0 or topic_len < 0 or props_len < 0 or at + 2 + props_len != rec_end:
+            raise ValueError("record size disagrees with its fields")
+        # decode_properties: a segment needs a name and a value; the last duplicate wins.
+        props: dict[str, str] = {}
+        for seg in data[at + 2 : rec_end].decode().split(PROPERTY_SEPARATOR):
+            k, _, v = seg.partition(NAME_VALUE_SEPARATOR)
+            if k and v:
+                props[k] = v
+        if self._tags is not None and props.get(PROPERTY_TAGS) not in self._tags:
+            return None, rec_end
+        if self._extra:
+            props.update(self._extra)
+        if sys_flag & COMPRESSED_FLAG:
+            payload = uncompress_body(payload, sys_flag)
+        prefix = self._id_prefixes.get(store)
+        if prefix is None:
+            prefix = self._id_prefixes[store] = f"{store:016X}"
+        offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
+        msg = MessageExt(
+            topic=topic,
+            body=payload,
+            properties=props,
+            msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+            offset_msg_id=offset_id,
+            broker_name=self._broker_name,
+            queue_id=qid,
+            queue_offset=qoff,
+            commit_log_offset=phys,
+            store_size=size,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_ts,
+            born_host=self.host(born),
+            store_timestamp=store_ts,
+            store_host=self.host(store),
+            reconsume_times=reconsume,
+            prepared_transaction_offset=prepared,
+        )
+        return msg, rec_end
 
 
 def decode_message_exts(
@@ -158,9 +242,10 @@ def decode_message_exts(
 ) -> list[MessageExt]:
     """The records of a PULL_MESSAGE body as :class:`MessageExt` in one pass.
 
-    Gives what :func:`decode_records` + :func:`message_ext_from_record` give, faster: both hosts
-    IPv4 (the common case) take one struct unpack and cached host tuples and offset-id prefixes;
-    a record with an IPv6 host goes through :class:`RawRecord`.
+    Gives what :func:`decode_records` + :func:`message_ext_from_record` give, faster: a record
+    whose hosts are both IPv4 (the common case) takes one struct unpack and cached host tuples
+    and offset-id prefixes. Any other record (IPv6 hosts, or one that does not decode) goes
+    through :class:`RawRecord`, which decodes it or raises with the field and offset.
 
     Args:
         body: records back to back.
@@ -172,104 +257,23 @@ def decode_message_exts(
         MessageCodecError: a record does not decode.
     """
     out: list[MessageExt] = []
-    hosts: dict[int, Address] = {}
-    id_prefixes: dict[int, str] = {}
-    unpack, end = _V4_HEAD.unpack_from, len(body)
+    reader = _PullBodyReader(broker_name, tags, extra_properties)
+    read, end = reader.read, len(body)
     pos = 0
     while pos < end:
         try:
-            fields = unpack(body, pos)
-        except struct.error:
-            fields = None
-        if fields is None or fields[7] & _V6_HOSTS:
+            msg, pos = read(body, pos)
+        except (struct.error, ValueError):
             rec = RawRecord(memoryview(body), pos)
-            msg = message_ext_from_record(rec, broker_name)
             pos += rec.store_size
-        else:
-            msg, pos = _decode_v4(body, pos, fields, broker_name, hosts, id_prefixes)
-        if tags is not None and msg.properties.get(PROPERTY_TAGS) not in tags:
-            continue
-        if extra_properties:
-            msg.properties.update(extra_properties)
-        out.append(msg)
+            msg = message_ext_from_record(rec, broker_name)
+            if tags is not None and msg.tags not in tags:
+                continue
+            if extra_properties:
+                msg.properties.update(extra_properties)
+        if msg is not None:
+            out.append(msg)
     return out
-
-
-def _decode_v4(  # noqa: PLR0917 -- positional: called per record
-    data: bytes,
-    pos: int,
-    fields: tuple[int, ...],
-    broker_name: str,
-    hosts: dict[int, Address],
-    id_prefixes: dict[int, str],
-) -> tuple[MessageExt, int]:
-    """The record at ``pos`` whose :data:`_V4_HEAD` is ``fields``, and where it ends."""
-    (size, magic, _crc, qid, flag, qoff, phys, sys_flag, born_ts, born, store_ts, store) = fields[
-        :12
-    ]
-    reconsume, prepared, body_len = fields[12:]
-    rec_end = pos + size
-    if size <= 0 or rec_end > len(data) or magic not in (MAGIC_V1, MAGIC_V2):
-        raise MessageCodecError(
-            f"bad record: magic {magic & 0xFFFFFFFF:#x} size {size}", field="record", offset=pos
-        )
-    try:
-        payload, topic, text = _v4_tail(data, pos + _V4_HEAD.size, magic, body_len, rec_end)
-    except (struct.error, ValueError) as e:
-        raise MessageCodecError(f"bad record: {e}", field="record", offset=pos) from e
-    if sys_flag & COMPRESSED_FLAG:
-        payload = uncompress_body(payload, sys_flag)
-    props = _split_properties(text)
-    prefix = id_prefixes.get(store)
-    if prefix is None:
-        prefix = id_prefixes[store] = f"{store:016X}"
-    offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
-    msg = MessageExt(
-        topic=topic,
-        body=payload,
-        properties=props,
-        msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
-        offset_msg_id=offset_id,
-        broker_name=broker_name,
-        queue_id=qid,
-        queue_offset=qoff,
-        commit_log_offset=phys,
-        store_size=size,
-        flag=flag,
-        sys_flag=sys_flag,
-        born_timestamp=born_ts,
-        born_host=_host(born, hosts),
-        store_timestamp=store_ts,
-        store_host=_host(store, hosts),
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-    )
-    return msg, rec_end
-
-
-def _v4_tail(
-    data: bytes, at: int, magic: int, body_len: int, rec_end: int
-) -> tuple[bytes, str, str]:
-    """BODY, TOPIC and the PROPERTIES text of a record whose fixed head ends at ``at``.
-
-    Raises:
-        ValueError: a negative length, bad UTF-8, or lengths that disagree with TOTALSIZE.
-        struct.error: a length field past the end.
-    """
-    payload = data[at : at + body_len]
-    at += body_len
-    if magic == MAGIC_V2:
-        (topic_len,) = _INT16.unpack_from(data, at)
-        at += 2
-    else:
-        (topic_len,) = _INT8.unpack_from(data, at)
-        at += 1
-    topic = data[at : at + topic_len].decode()
-    at += topic_len
-    (props_len,) = _INT16.unpack_from(data, at)
-    if min(body_len, topic_len, props_len) < 0 or at + 2 + props_len != rec_end:
-        raise ValueError("record size disagrees with its fields")
-    return payload, topic, data[at + 2 : rec_end].decode()
 
 
 class SendStatus(enum.Enum):

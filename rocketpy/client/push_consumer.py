@@ -347,6 +347,7 @@ class PushConsumer:
             if self._orderly:
                 pq.locked, pq.last_lock_s = True, time.monotonic()
             self._offsets.update(mq, offset, increase_only=False)
+            pq.offset_cell = self._offsets.cell(mq)
             self._pqs[mq] = pq
             loop = self._pull_loop(pq) if not self._orderly else self._orderly_queue(pq)
             pq.task = self._client.tasks.spawn(
@@ -519,17 +520,24 @@ class PushConsumer:
         status = await self._call_listener(pq, msgs)
         if pq.dropped:
             return
-        done = msgs
-        if status is not ConsumeStatus.CONSUME_SUCCESS:
-            failed = [
-                m for m in msgs if not await self._send_back(m, self.delay_level_when_next_consume)
-            ]
-            if failed:
-                done = [m for m in msgs if m not in failed]
-                self._consume_tasks.spawn(self._consume_later(pq, failed), name="consume-later")
-        offset = pq.remove(done)
+        if status is ConsumeStatus.CONSUME_SUCCESS:
+            offset = pq.remove(msgs)
+        else:
+            offset = await self._consume_failed(pq, msgs)
         if offset >= 0 and not pq.dropped:
-            self._offsets.update(pq.mq, offset, increase_only=True)
+            pq.offset_cell.advance(offset)
+
+    async def _consume_failed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> int:
+        """RECONSUME_LATER (or a listener error): send each message back for redelivery; those
+        the broker did not take are consumed again here after 5 s. Returns what
+        :meth:`ProcessQueue.remove` returns for the rest."""
+        failed = [
+            m for m in msgs if not await self._send_back(m, self.delay_level_when_next_consume)
+        ]
+        if not failed:
+            return pq.remove(msgs)
+        self._consume_tasks.spawn(self._consume_later(pq, failed), name="consume-later")
+        return pq.remove([m for m in msgs if m not in failed])
 
     async def _consume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """``submitConsumeRequestLater``: the batch goes back to the workers after 5 s."""
@@ -597,7 +605,7 @@ class PushConsumer:
                 if status is ConsumeOrderlyStatus.SUCCESS or self._give_up(pq, msgs):
                     offset = pq.remove(msgs)
                     if offset >= 0 and not pq.dropped:
-                        self._offsets.update(pq.mq, offset, increase_only=True)
+                        pq.offset_cell.advance(offset)
                     continue
             await self._pause(self._suspend_current_queue_s)
 

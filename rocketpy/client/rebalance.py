@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from rocketpy.client.message import MessageExt, MessageQueue
+from rocketpy.client.offset_store import OffsetCell
 
 #: RebalanceImpl / ProcessQueue REBALANCE_LOCK_MAX_LIVE_TIME: a lock older than this is not
 #: trusted for orderly consumption.
@@ -59,6 +60,8 @@ class ProcessQueue:
         self._max_offset = -1
         self._threshold = threshold
         self.dropped = False
+        #: this queue's entry in the offset store (set by the consumer when the queue is added).
+        self.offset_cell = OffsetCell()
         self.task: asyncio.Task[None] | None = None
         self.space = asyncio.Event()
         self.space.set()
