@@ -1,27 +1,32 @@
 """The push consumer: subscriptions, rebalance, long-polling pulls, listener calls, offsets.
 
 Owns: :class:`PushConsumer` (``DefaultMQPushConsumer`` in CLUSTERING mode with
-``DefaultMQPushConsumerImpl``, ``RebalancePushImpl``, ``ConsumeMessageConcurrentlyService``,
+``DefaultMQPushConsumerImpl``, ``RebalancePushImpl`` and
 ``ConsumeMessageOrderlyService``). Its tasks, all owned by the client's TaskSet and cancelled on
 shutdown: rebalance (every ``rebalance_interval_s`` and on NOTIFY_CONSUMER_IDS_CHANGED), one
 long-polling pull loop per assigned queue, offset persistence (``persist_offset_interval_s``),
-heartbeat and route refresh (:class:`ClientInstance`), and in orderly mode the LOCK_BATCH_MQ
+heartbeat and route refresh (:class:`ClientInstance`), the listener workers
+(:class:`ConsumeConcurrentlyService`), and in orderly mode the LOCK_BATCH_MQ
 renewal and one consume loop per queue. Spec: client-flows.md sections 3, 4 and 6.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
 
 from rocketpy.client.codec import PROPERTY_RETRY_TOPIC
+from rocketpy.client.consume_service import (
+    ConsumeConcurrentlyService,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    Listener,
+    restore_topic,
+)
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.mq_lock import lock_batch, unlock_batch
@@ -38,7 +43,6 @@ from rocketpy.client.pull_api import (
     queue_offset,
 )
 from rocketpy.client.rebalance import ProcessQueue, allocate_averagely
-from rocketpy.common.aio import TaskSet
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.errors import ClientError, RemotingError
 from rocketpy.remoting.protocol.body.broker import decode_consumer_list
@@ -48,25 +52,8 @@ from rocketpy.remoting.transport.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
 
-#: a consume worker yields to the event loop after this many listener calls in a row.
-_YIELD_EVERY: Final = 64
-
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
-
-
-class ConsumeStatus(enum.Enum):
-    """``ConsumeConcurrentlyStatus``."""
-
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-class ConsumeOrderlyStatus(enum.Enum):
-    """``ConsumeOrderlyStatus`` (the deprecated COMMIT/ROLLBACK are not offered)."""
-
-    SUCCESS = "SUCCESS"
-    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
 class ConsumeFromWhere(enum.Enum):
@@ -75,18 +62,6 @@ class ConsumeFromWhere(enum.Enum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-Listener = Callable[[list[MessageExt]], Awaitable[ConsumeStatus | ConsumeOrderlyStatus]]
-
-
-def _restore_topic(msg: MessageExt, retry_topic: str) -> MessageExt:
-    """``resetRetryAndNamespace``: a message of the group's retry topic shows its original
-    topic."""
-    original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-    if original and msg.topic == retry_topic:
-        return dataclasses.replace(msg, topic=original)
-    return msg
 
 
 class PushConsumer:
@@ -163,14 +138,14 @@ class PushConsumer:
         self._orderly = False
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._offsets = RemoteBrokerOffsetStore(self._client, group)
-        self._consume_concurrency = max(1, consume_concurrency)
-        # ConsumeMessageConcurrentlyService's thread pool: ``consume_concurrency`` worker tasks
-        # take (queue, batch) requests from ``_requests``; an idle worker parks on a future in
-        # ``_idle`` that ``_submit`` completes. ``_busy`` counts listener calls in flight.
-        self._requests: deque[tuple[ProcessQueue, list[MessageExt]]] = deque()
-        self._idle: deque[asyncio.Future[None]] = deque()
-        self._busy = 0
-        self._consume_tasks = TaskSet(f"push-consumer/{group}/consume")
+        self._concurrently = ConsumeConcurrentlyService(
+            group=group,
+            retry_topic=self._retry_topic,
+            concurrency=consume_concurrency,
+            batch_max_size=consume_message_batch_max_size,
+            send_back=lambda m: self._send_back(m, self.delay_level_when_next_consume),
+            stop_event=self._client.stop_event,
+        )
         self._rebalance_now = asyncio.Event()
         self._started = False
 
@@ -228,8 +203,7 @@ class PushConsumer:
         await self._client.heartbeat_all()
         tasks = self._client.tasks
         if not self._orderly:
-            for i in range(self._consume_concurrency):
-                self._consume_tasks.spawn(self._consume_worker(), name=f"consume-{i}")
+            self._concurrently.start(self._listener)
         tasks.spawn(self._rebalance_loop(), name=f"{self.group}/rebalance")
         self._client.every(self._persist_interval_s, self._persist_offsets, "persist-offsets")
         if self._orderly:
@@ -246,8 +220,8 @@ class PushConsumer:
             pq.dropped = True
             if pq.task is not None:
                 pq.task.cancel()
-        await self._wait_consumers(timeout_s)
-        await self._consume_tasks.cancel_all()
+        await self._concurrently.wait_idle(timeout_s)
+        await self._concurrently.cancel()
         mqs = list(self._pqs)
         await self._offsets.persist_all(mqs)
         if self._orderly:
@@ -456,56 +430,16 @@ class PushConsumer:
     # -- concurrent consumption -----------------------------------------------------------------
 
     def _submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Queue ``msgs`` for the workers in listener-sized batches and wake idle workers."""
-        if self._orderly:
-            return  # the queue's orderly loop takes them from the process queue
-        size = max(1, self.consume_message_batch_max_size)
-        requests = self._requests
-        if size == 1:
-            requests.extend([(pq, [m]) for m in msgs])
-        else:
-            requests.extend((pq, msgs[i : i + size]) for i in range(0, len(msgs), size))
-        self._wake_workers()
-
-    def _wake_workers(self) -> None:
-        idle, requests = self._idle, self._requests
-        for _ in range(min(len(idle), len(requests))):
-            waiter = idle.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _consume_worker(self) -> None:
-        """One ``consumeExecutor`` thread: run queued requests until cancelled (shutdown)."""
-        requests, loop = self._requests, asyncio.get_running_loop()
-        streak = 0
-        while True:
-            if not requests:
-                waiter = loop.create_future()
-                self._idle.append(waiter)
-                await waiter
-                streak = 0
-                continue
-            pq, msgs = requests.popleft()
-            if pq.dropped:
-                continue
-            self._busy += 1
-            try:
-                await self._consume(pq, msgs)
-            finally:
-                self._busy -= 1
-            streak += 1
-            if streak >= _YIELD_EVERY:
-                # A listener that never suspends would otherwise keep the loop from reading the
-                # pull responses until the whole backlog is consumed.
-                streak = 0
-                await asyncio.sleep(0)
+        if not self._orderly:  # else the queue's orderly loop takes them from the process queue
+            self._concurrently.submit(pq, msgs)
 
     async def _call_listener(
         self, pq: ProcessQueue, msgs: list[MessageExt]
     ) -> ConsumeStatus | ConsumeOrderlyStatus | None:
+        """One orderly listener call; None when the listener raised."""
         assert self._listener is not None  # noqa: S101 - start() checked it
         if pq.mq.topic == self._retry_topic:
-            msgs = [_restore_topic(m, self._retry_topic) for m in msgs]
+            msgs = [restore_topic(m, self._retry_topic) for m in msgs]
         try:
             return await self._listener(msgs)
         except asyncio.CancelledError:
@@ -514,37 +448,6 @@ class PushConsumer:
             # The listener is user code: a failure means "consume later", as in Java.
             log.exception("consumeMessage exception", group=self.group)
             return None
-
-    async def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """``ConsumeRequest.run`` + ``processConsumeResult`` (clustering)."""
-        status = await self._call_listener(pq, msgs)
-        if pq.dropped:
-            return
-        if status is ConsumeStatus.CONSUME_SUCCESS:
-            offset = pq.remove(msgs)
-        else:
-            offset = await self._consume_failed(pq, msgs)
-        if offset >= 0 and not pq.dropped:
-            pq.offset_cell.advance(offset)
-
-    async def _consume_failed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> int:
-        """RECONSUME_LATER (or a listener error): send each message back for redelivery; those
-        the broker did not take are consumed again here after 5 s. Returns what
-        :meth:`ProcessQueue.remove` returns for the rest."""
-        failed = [
-            m for m in msgs if not await self._send_back(m, self.delay_level_when_next_consume)
-        ]
-        if not failed:
-            return pq.remove(msgs)
-        self._consume_tasks.spawn(self._consume_later(pq, failed), name="consume-later")
-        return pq.remove([m for m in msgs if m not in failed])
-
-    async def _consume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """``submitConsumeRequestLater``: the batch goes back to the workers after 5 s."""
-        await self._pause(5.0)
-        if not pq.dropped and not self._client.stop_event.is_set():
-            self._requests.append((pq, msgs))
-            self._wake_workers()
 
     async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``; False when it failed."""
@@ -569,11 +472,6 @@ class PushConsumer:
             log.warning("sendMessageBack exception", msg_id=msg.msg_id, error=str(e))
             return False
         return True
-
-    async def _wait_consumers(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self._busy and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
     async def _persist_offsets(self) -> None:
         await self._offsets.persist_all(list(self._pqs))
