@@ -37,6 +37,7 @@ Address = tuple[str, int]
 #: TOTALSIZE .. BODYLEN of a record whose hosts are both IPv4 (codec.py's table), each host read
 #: as one uint64 (address << 32 | port) so it can key the host caches.
 _V4_HEAD: Final = struct.Struct(">iiiiiqqiqQqQiqi")
+_V4_HEAD_SIZE: Final = _V4_HEAD.size
 _INT8: Final = struct.Struct(">b")
 _INT16: Final = struct.Struct(">h")
 _V6_HOSTS: Final = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
@@ -163,6 +164,11 @@ class _PullBodyReader:
             addr = self._hosts[key] = (ip, key & 0xFFFFFFFF)
         return addr
 
+    def id_prefix(self, store: int) -> str:
+        """The offset-id characters of a store host read as ``address << 32 | port``."""
+        prefix = self._id_prefixes[store] = f"{store:016X}"
+        return prefix
+
     def read(self, data: bytes, pos: int) -> tuple[MessageExt | None, int]:
         """The record at ``pos`` (None when its tag is filtered out) and where it ends.
 
@@ -171,14 +177,27 @@ class _PullBodyReader:
                 bad UTF-8, or lengths that disagree with TOTALSIZE.
             struct.error: a field past the end.
         """
-        (size, magic, _crc, qid, flag, qoff, phys, sys_flag, born_ts, born, store_ts, store) = (
-            fields := _V4_HEAD.unpack_from(data, pos)
-        )[:12]
-        reconsume, prepared, body_len = fields[12:]
+        (
+            size,
+            magic,
+            _crc,
+            qid,
+            flag,
+            qoff,
+            phys,
+            sys_flag,
+            born_ts,
+            born,
+            store_ts,
+            store,
+            reconsume,
+            prepared,
+            body_len,
+        ) = _V4_HEAD.unpack_from(data, pos)
         rec_end = pos + size
         if sys_flag & _V6_HOSTS or size <= 0 or rec_end > len(data):
             raise ValueError("not a complete IPv4-host record")
-        at = pos + _V4_HEAD.size
+        at = pos + _V4_HEAD_SIZE
         payload = data[at : at + body_len]
         at += body_len
         if magic == MAGIC_V1:
@@ -206,9 +225,10 @@ class _PullBodyReader:
             props.update(self._extra)
         if sys_flag & COMPRESSED_FLAG:
             payload = uncompress_body(payload, sys_flag)
-        prefix = self._id_prefixes.get(store)
-        if prefix is None:
-            prefix = self._id_prefixes[store] = f"{store:016X}"
+        hosts = self._hosts
+        born_host = hosts.get(born) or self.host(born)
+        store_host = hosts.get(store) or self.host(store)
+        prefix = self._id_prefixes.get(store) or self.id_prefix(store)
         offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
         msg = MessageExt(
             topic=topic,
@@ -224,9 +244,9 @@ class _PullBodyReader:
             flag=flag,
             sys_flag=sys_flag,
             born_timestamp=born_ts,
-            born_host=self.host(born),
+            born_host=born_host,
             store_timestamp=store_ts,
-            store_host=self.host(store),
+            store_host=store_host,
             reconsume_times=reconsume,
             prepared_transaction_offset=prepared,
         )
