@@ -138,11 +138,34 @@ def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
     )
 
 
-class _PullBodyReader:
-    """Decodes the IPv4-host records of one pull body; keeps per-body caches of host tuples and
-    offset-id prefixes (a body comes from one broker, usually from a handful of producers)."""
+#: Memo of IPv4 hosts read as ``address << 32 | port``: their ``(ip, port)`` tuple and the
+#: offset-id characters of a store host. Few distinct keys (brokers, producer connections);
+#: cleared when it grows past :data:`_HOST_MEMO_MAX`. Only this module touches it.
+_HOSTS: Final[dict[int, Address]] = {}
+_ID_PREFIXES: Final[dict[int, str]] = {}
+_HOST_MEMO_MAX: Final = 4096
 
-    __slots__ = ("_broker_name", "_extra", "_hosts", "_id_prefixes", "_tags")
+
+def _host(key: int) -> Address:
+    """The ``(ip, port)`` of ``key``, memoised."""
+    if len(_HOSTS) >= _HOST_MEMO_MAX:
+        _HOSTS.clear()
+    addr = _HOSTS[key] = (socket.inet_ntoa((key >> 32).to_bytes(4, "big")), key & 0xFFFFFFFF)
+    return addr
+
+
+def _id_prefix(key: int) -> str:
+    """The first 16 offset-id characters of store host ``key``, memoised."""
+    if len(_ID_PREFIXES) >= _HOST_MEMO_MAX:
+        _ID_PREFIXES.clear()
+    prefix = _ID_PREFIXES[key] = f"{key:016X}"
+    return prefix
+
+
+class _PullBodyReader:
+    """Decodes the IPv4-host records of one pull body."""
+
+    __slots__ = ("_broker_name", "_extra", "_tags")
 
     def __init__(
         self,
@@ -153,21 +176,6 @@ class _PullBodyReader:
         self._broker_name = broker_name
         self._tags = tags
         self._extra = extra
-        self._hosts: dict[int, Address] = {}
-        self._id_prefixes: dict[int, str] = {}
-
-    def host(self, key: int) -> Address:
-        """``(ip, port)`` of an IPv4 host read as ``address << 32 | port``."""
-        addr = self._hosts.get(key)
-        if addr is None:
-            ip = socket.inet_ntoa((key >> 32).to_bytes(4, "big"))
-            addr = self._hosts[key] = (ip, key & 0xFFFFFFFF)
-        return addr
-
-    def id_prefix(self, store: int) -> str:
-        """The offset-id characters of a store host read as ``address << 32 | port``."""
-        prefix = self._id_prefixes[store] = f"{store:016X}"
-        return prefix
 
     def read(self, data: bytes, pos: int) -> tuple[MessageExt | None, int]:
         """The record at ``pos`` (None when its tag is filtered out) and where it ends.
@@ -225,10 +233,9 @@ class _PullBodyReader:
             props.update(self._extra)
         if sys_flag & COMPRESSED_FLAG:
             payload = uncompress_body(payload, sys_flag)
-        hosts = self._hosts
-        born_host = hosts.get(born) or self.host(born)
-        store_host = hosts.get(store) or self.host(store)
-        prefix = self._id_prefixes.get(store) or self.id_prefix(store)
+        born_host = _HOSTS.get(born) or _host(born)
+        store_host = _HOSTS.get(store) or _host(store)
+        prefix = _ID_PREFIXES.get(store) or _id_prefix(store)
         offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
         msg = MessageExt(
             topic=topic,
