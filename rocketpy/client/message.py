@@ -8,12 +8,23 @@ pulled message with its ids and store coordinates), :class:`SendStatus` and :cla
 from __future__ import annotations
 
 import enum
+import socket
+import struct
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from rocketpy.client.codec import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    STOREHOST_V6_FLAG,
     RawRecord,
     decode_properties,
     encode_offset_msg_id,
@@ -22,6 +33,15 @@ from rocketpy.client.codec import (
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 
 Address = tuple[str, int]
+
+#: TOTALSIZE .. BODYLEN of a record whose hosts are both IPv4 (codec.py's table), each host read
+#: as one uint64 (address << 32 | port) so it can key the host caches.
+_V4_HEAD: Final = struct.Struct(">iiiiiqqiqQqQiqi")
+_V4_HEAD_SIZE: Final = _V4_HEAD.size
+_INT8: Final = struct.Struct(">b")
+_INT16: Final = struct.Struct(">h")
+_V6_HOSTS: Final = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+_UINT64_MASK: Final = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,7 +67,9 @@ class Message:
     flag: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one per consumed message on the consumer's hot path (a frozen ``__init__`` of 18
+# fields costs three times as much). Treat as read-only.
+@dataclass(slots=True, kw_only=True)
 class MessageExt:
     """A consumed message (``MessageClientExt``).
 
@@ -116,6 +138,171 @@ def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
     )
 
 
+#: Memo of IPv4 hosts read as ``address << 32 | port``: their ``(ip, port)`` tuple and the
+#: offset-id characters of a store host. Few distinct keys (brokers, producer connections);
+#: cleared when it grows past :data:`_HOST_MEMO_MAX`. Only this module touches it.
+_HOSTS: Final[dict[int, Address]] = {}
+_ID_PREFIXES: Final[dict[int, str]] = {}
+_HOST_MEMO_MAX: Final = 4096
+
+
+def _host(key: int) -> Address:
+    """The ``(ip, port)`` of ``key``, memoised."""
+    if len(_HOSTS) >= _HOST_MEMO_MAX:
+        _HOSTS.clear()
+    addr = _HOSTS[key] = (socket.inet_ntoa((key >> 32).to_bytes(4, "big")), key & 0xFFFFFFFF)
+    return addr
+
+
+def _id_prefix(key: int) -> str:
+    """The first 16 offset-id characters of store host ``key``, memoised."""
+    if len(_ID_PREFIXES) >= _HOST_MEMO_MAX:
+        _ID_PREFIXES.clear()
+    prefix = _ID_PREFIXES[key] = f"{key:016X}"
+    return prefix
+
+
+class _PullBodyReader:
+    """Decodes the IPv4-host records of one pull body."""
+
+    __slots__ = ("_broker_name", "_extra", "_tags")
+
+    def __init__(
+        self,
+        broker_name: str,
+        tags: Collection[str] | None,
+        extra: Mapping[str, str] | None,
+    ) -> None:
+        self._broker_name = broker_name
+        self._tags = tags
+        self._extra = extra
+
+    def read(self, data: bytes, pos: int) -> tuple[MessageExt | None, int]:
+        """The record at ``pos`` (None when its tag is filtered out) and where it ends.
+
+        Raises:
+            ValueError: an IPv6 host (not handled here), bad magic or size, a negative length,
+                bad UTF-8, or lengths that disagree with TOTALSIZE.
+            struct.error: a field past the end.
+        """
+        (
+            size,
+            magic,
+            _crc,
+            qid,
+            flag,
+            qoff,
+            phys,
+            sys_flag,
+            born_ts,
+            born,
+            store_ts,
+            store,
+            reconsume,
+            prepared,
+            body_len,
+        ) = _V4_HEAD.unpack_from(data, pos)
+        rec_end = pos + size
+        if sys_flag & _V6_HOSTS or size <= 0 or rec_end > len(data):
+            raise ValueError("not a complete IPv4-host record")
+        at = pos + _V4_HEAD_SIZE
+        payload = data[at : at + body_len]
+        at += body_len
+        if magic == MAGIC_V1:
+            (topic_len,) = _INT8.unpack_from(data, at)
+            at += 1
+        elif magic == MAGIC_V2:
+            (topic_len,) = _INT16.unpack_from(data, at)
+            at += 2
+        else:
+            raise ValueError(f"magic {magic & 0xFFFFFFFF:#x}")
+        topic = data[at : at + topic_len].decode()
+        at += topic_len
+        (props_len,) = _INT16.unpack_from(data, at)
+        if body_len < 0 or topic_len < 0 or props_len < 0 or at + 2 + props_len != rec_end:
+            raise ValueError("record size disagrees with its fields")
+        # decode_properties: a segment needs a name and a value; the last duplicate wins.
+        props: dict[str, str] = {}
+        for seg in data[at + 2 : rec_end].decode().split(PROPERTY_SEPARATOR):
+            k, _, v = seg.partition(NAME_VALUE_SEPARATOR)
+            if k and v:
+                props[k] = v
+        if self._tags is not None and props.get(PROPERTY_TAGS) not in self._tags:
+            return None, rec_end
+        if self._extra:
+            props.update(self._extra)
+        if sys_flag & COMPRESSED_FLAG:
+            payload = uncompress_body(payload, sys_flag)
+        born_host = _HOSTS.get(born) or _host(born)
+        store_host = _HOSTS.get(store) or _host(store)
+        prefix = _ID_PREFIXES.get(store) or _id_prefix(store)
+        offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
+        msg = MessageExt(
+            topic=topic,
+            body=payload,
+            properties=props,
+            msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+            offset_msg_id=offset_id,
+            broker_name=self._broker_name,
+            queue_id=qid,
+            queue_offset=qoff,
+            commit_log_offset=phys,
+            store_size=size,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_ts,
+            born_host=born_host,
+            store_timestamp=store_ts,
+            store_host=store_host,
+            reconsume_times=reconsume,
+            prepared_transaction_offset=prepared,
+        )
+        return msg, rec_end
+
+
+def decode_message_exts(
+    body: bytes,
+    broker_name: str,
+    *,
+    tags: Collection[str] | None = None,
+    extra_properties: Mapping[str, str] | None = None,
+) -> list[MessageExt]:
+    """The records of a PULL_MESSAGE body as :class:`MessageExt` in one pass.
+
+    Gives what :func:`decode_records` + :func:`message_ext_from_record` give, faster: a record
+    whose hosts are both IPv4 (the common case) takes one struct unpack and cached host tuples
+    and offset-id prefixes. Any other record (IPv6 hosts, or one that does not decode) goes
+    through :class:`RawRecord`, which decodes it or raises with the field and offset.
+
+    Args:
+        body: records back to back.
+        broker_name: the broker they were pulled from.
+        tags: keep only messages whose ``TAGS`` is in it (``processPullResult``); None keeps all.
+        extra_properties: set on every kept message (``MIN_OFFSET``/``MAX_OFFSET``).
+
+    Raises:
+        MessageCodecError: a record does not decode.
+    """
+    out: list[MessageExt] = []
+    reader = _PullBodyReader(broker_name, tags, extra_properties)
+    read, end = reader.read, len(body)
+    pos = 0
+    while pos < end:
+        try:
+            msg, pos = read(body, pos)
+        except (struct.error, ValueError):
+            rec = RawRecord(memoryview(body), pos)
+            pos += rec.store_size
+            msg = message_ext_from_record(rec, broker_name)
+            if tags is not None and msg.tags not in tags:
+                continue
+            if extra_properties:
+                msg.properties.update(extra_properties)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
 class SendStatus(enum.Enum):
     """``SendStatus``: the message is stored in every case; the flush/replication wait may not
     have finished."""
@@ -159,5 +346,6 @@ __all__ = [
     "MessageQueue",
     "SendResult",
     "SendStatus",
+    "decode_message_exts",
     "message_ext_from_record",
 ]

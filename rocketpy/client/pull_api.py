@@ -14,13 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from rocketpy.client.codec import (
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MIN_OFFSET,
-    decode_records,
-)
+from rocketpy.client.codec import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 from rocketpy.client.instance import ClientInstance
-from rocketpy.client.message import MessageExt, message_ext_from_record
+from rocketpy.client.message import MessageExt, decode_message_exts
 from rocketpy.client.route_cache import MASTER_ID
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, RemoteError
@@ -128,14 +124,15 @@ async def pull_message(
     max_offset = int(rext.get("maxOffset", 0))
     msgs: list[MessageExt] = []
     if status is PullStatus.FOUND and response.body:
-        tags = None if sub.matches_all else frozenset(sub.tags_set)
-        for rec in decode_records(response.body):
-            msg = message_ext_from_record(rec, mq.broker_name)
-            if tags is not None and msg.tags not in tags:
-                continue
-            msg.properties[PROPERTY_MIN_OFFSET] = str(min_offset)
-            msg.properties[PROPERTY_MAX_OFFSET] = str(max_offset)
-            msgs.append(msg)
+        msgs = decode_message_exts(
+            response.body,
+            mq.broker_name,
+            tags=None if sub.matches_all else frozenset(sub.tags_set),
+            extra_properties={
+                PROPERTY_MIN_OFFSET: str(min_offset),
+                PROPERTY_MAX_OFFSET: str(max_offset),
+            },
+        )
     return PullResult(
         status=status,
         next_begin_offset=int(rext.get("nextBeginOffset", offset)),

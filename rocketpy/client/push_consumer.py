@@ -1,26 +1,32 @@
 """The push consumer: subscriptions, rebalance, long-polling pulls, listener calls, offsets.
 
 Owns: :class:`PushConsumer` (``DefaultMQPushConsumer`` in CLUSTERING mode with
-``DefaultMQPushConsumerImpl``, ``RebalancePushImpl``, ``ConsumeMessageConcurrentlyService``,
+``DefaultMQPushConsumerImpl``, ``RebalancePushImpl`` and
 ``ConsumeMessageOrderlyService``). Its tasks, all owned by the client's TaskSet and cancelled on
 shutdown: rebalance (every ``rebalance_interval_s`` and on NOTIFY_CONSUMER_IDS_CHANGED), one
 long-polling pull loop per assigned queue, offset persistence (``persist_offset_interval_s``),
-heartbeat and route refresh (:class:`ClientInstance`), and in orderly mode the LOCK_BATCH_MQ
+heartbeat and route refresh (:class:`ClientInstance`), the listener workers
+(:class:`ConsumeConcurrentlyService`), and in orderly mode the LOCK_BATCH_MQ
 renewal and one consume loop per queue. Spec: client-flows.md sections 3, 4 and 6.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import time
-from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
 
 from rocketpy.client.codec import PROPERTY_RETRY_TOPIC
+from rocketpy.client.consume_service import (
+    ConsumeConcurrentlyService,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    Listener,
+    restore_topic,
+)
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.mq_lock import lock_batch, unlock_batch
@@ -37,7 +43,6 @@ from rocketpy.client.pull_api import (
     queue_offset,
 )
 from rocketpy.client.rebalance import ProcessQueue, allocate_averagely
-from rocketpy.common.aio import TaskSet
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.errors import ClientError, RemotingError
 from rocketpy.remoting.protocol.body.broker import decode_consumer_list
@@ -51,38 +56,12 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 
 
-class ConsumeStatus(enum.Enum):
-    """``ConsumeConcurrentlyStatus``."""
-
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-class ConsumeOrderlyStatus(enum.Enum):
-    """``ConsumeOrderlyStatus`` (the deprecated COMMIT/ROLLBACK are not offered)."""
-
-    SUCCESS = "SUCCESS"
-    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
-
-
 class ConsumeFromWhere(enum.Enum):
     """Where a group with no committed offset starts (``ConsumeFromWhere``)."""
 
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-Listener = Callable[[list[MessageExt]], Awaitable[ConsumeStatus | ConsumeOrderlyStatus]]
-
-
-def _restore_topic(msg: MessageExt, retry_topic: str) -> MessageExt:
-    """``resetRetryAndNamespace``: a message of the group's retry topic shows its original
-    topic."""
-    original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-    if original and msg.topic == retry_topic:
-        return dataclasses.replace(msg, topic=original)
-    return msg
 
 
 class PushConsumer:
@@ -159,8 +138,14 @@ class PushConsumer:
         self._orderly = False
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._offsets = RemoteBrokerOffsetStore(self._client, group)
-        self._consume_sem = asyncio.Semaphore(consume_concurrency)
-        self._consume_tasks = TaskSet(f"push-consumer/{group}/consume")
+        self._concurrently = ConsumeConcurrentlyService(
+            group=group,
+            retry_topic=self._retry_topic,
+            concurrency=consume_concurrency,
+            batch_max_size=consume_message_batch_max_size,
+            send_back=lambda m: self._send_back(m, self.delay_level_when_next_consume),
+            stop_event=self._client.stop_event,
+        )
         self._rebalance_now = asyncio.Event()
         self._started = False
 
@@ -217,6 +202,8 @@ class PushConsumer:
         await self._fetch_routes()
         await self._client.heartbeat_all()
         tasks = self._client.tasks
+        if not self._orderly:
+            self._concurrently.start(self._listener)
         tasks.spawn(self._rebalance_loop(), name=f"{self.group}/rebalance")
         self._client.every(self._persist_interval_s, self._persist_offsets, "persist-offsets")
         if self._orderly:
@@ -233,8 +220,8 @@ class PushConsumer:
             pq.dropped = True
             if pq.task is not None:
                 pq.task.cancel()
-        await self._wait_consumers(timeout_s)
-        await self._consume_tasks.cancel_all()
+        await self._concurrently.wait_idle(timeout_s)
+        await self._concurrently.cancel()
         mqs = list(self._pqs)
         await self._offsets.persist_all(mqs)
         if self._orderly:
@@ -334,6 +321,7 @@ class PushConsumer:
             if self._orderly:
                 pq.locked, pq.last_lock_s = True, time.monotonic()
             self._offsets.update(mq, offset, increase_only=False)
+            pq.offset_cell = self._offsets.cell(mq)
             self._pqs[mq] = pq
             loop = self._pull_loop(pq) if not self._orderly else self._orderly_queue(pq)
             pq.task = self._client.tasks.spawn(
@@ -442,50 +430,24 @@ class PushConsumer:
     # -- concurrent consumption -----------------------------------------------------------------
 
     def _submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        if self._orderly:
-            return  # the queue's orderly loop takes them from the process queue
-        size = max(1, self.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self._consume_tasks.spawn(self._consume(pq, msgs[i : i + size]), name="consume")
+        if not self._orderly:  # else the queue's orderly loop takes them from the process queue
+            self._concurrently.submit(pq, msgs)
 
     async def _call_listener(
-        self, msgs: list[MessageExt]
+        self, pq: ProcessQueue, msgs: list[MessageExt]
     ) -> ConsumeStatus | ConsumeOrderlyStatus | None:
+        """One orderly listener call; None when the listener raised."""
         assert self._listener is not None  # noqa: S101 - start() checked it
-        view = [_restore_topic(m, self._retry_topic) for m in msgs]
+        if pq.mq.topic == self._retry_topic:
+            msgs = [restore_topic(m, self._retry_topic) for m in msgs]
         try:
-            return await self._listener(view)
+            return await self._listener(msgs)
         except asyncio.CancelledError:
             raise
         except Exception:
             # The listener is user code: a failure means "consume later", as in Java.
             log.exception("consumeMessage exception", group=self.group)
             return None
-
-    async def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """``ConsumeRequest.run`` + ``processConsumeResult`` (clustering)."""
-        async with self._consume_sem:
-            if pq.dropped:
-                return
-            status = await self._call_listener(msgs)
-        if pq.dropped:
-            return
-        done = msgs
-        if status is not ConsumeStatus.CONSUME_SUCCESS:
-            failed = [
-                m for m in msgs if not await self._send_back(m, self.delay_level_when_next_consume)
-            ]
-            if failed:
-                done = [m for m in msgs if m not in failed]
-                self._consume_tasks.spawn(self._consume_later(pq, failed), name="consume-later")
-        offset = pq.remove(done)
-        if offset >= 0 and not pq.dropped:
-            self._offsets.update(pq.mq, offset, increase_only=True)
-
-    async def _consume_later(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        await self._pause(5.0)
-        if not pq.dropped and not self._client.stop_event.is_set():
-            await self._consume(pq, msgs)
 
     async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``; False when it failed."""
@@ -510,11 +472,6 @@ class PushConsumer:
             log.warning("sendMessageBack exception", msg_id=msg.msg_id, error=str(e))
             return False
         return True
-
-    async def _wait_consumers(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self._consume_tasks) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
     async def _persist_offsets(self) -> None:
         await self._offsets.persist_all(list(self._pqs))
@@ -542,11 +499,11 @@ class PushConsumer:
                 msgs = pq.first(max(1, self.consume_message_batch_max_size))
                 if not msgs:
                     continue
-                status = await self._call_listener(msgs)
+                status = await self._call_listener(pq, msgs)
                 if status is ConsumeOrderlyStatus.SUCCESS or self._give_up(pq, msgs):
                     offset = pq.remove(msgs)
                     if offset >= 0 and not pq.dropped:
-                        self._offsets.update(pq.mq, offset, increase_only=True)
+                        pq.offset_cell.advance(offset)
                     continue
             await self._pause(self._suspend_current_queue_s)
 

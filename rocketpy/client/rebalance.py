@@ -10,11 +10,14 @@ from the asyncio events a pull loop waits on.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Final
 
 from rocketpy.client.message import MessageExt, MessageQueue
+from rocketpy.client.offset_store import OffsetCell
 
 #: RebalanceImpl / ProcessQueue REBALANCE_LOCK_MAX_LIVE_TIME: a lock older than this is not
 #: trusted for orderly consumption.
@@ -51,9 +54,14 @@ class ProcessQueue:
         self.next_offset = next_offset
         #: queue offset -> message, in offset order (pulls append increasing offsets).
         self._msgs: dict[int, MessageExt] = {}
+        #: the offsets put, ascending; consumed ones are popped lazily from the left, so its head
+        #: is the smallest offset still held once ``_trim`` ran (amortised O(1) per message).
+        self._order: deque[int] = deque()
         self._max_offset = -1
         self._threshold = threshold
         self.dropped = False
+        #: this queue's entry in the offset store (set by the consumer when the queue is added).
+        self.offset_cell = OffsetCell()
         self.task: asyncio.Task[None] | None = None
         self.space = asyncio.Event()
         self.space.set()
@@ -68,33 +76,48 @@ class ProcessQueue:
         return len(self._msgs)
 
     def put(self, msgs: Iterable[MessageExt]) -> None:
-        """Add freshly pulled messages."""
+        """Add freshly pulled messages (offsets above every offset put before)."""
+        held, order = self._msgs, self._order
         for msg in msgs:
-            self._msgs[msg.queue_offset] = msg
-            self._max_offset = max(self._max_offset, msg.queue_offset)
-        if self._msgs:
+            offset = msg.queue_offset
+            if offset not in held:
+                held[offset] = msg
+                if offset > self._max_offset:
+                    order.append(offset)
+                    self._max_offset = offset
+                else:  # not expected from a pull loop; keep the order deque sorted anyway
+                    self._order = order = deque(sorted((*order, offset)))
+        if held:
             self.has_msgs.set()
-        if len(self._msgs) >= self._threshold:
+        if len(held) >= self._threshold:
             self.space.clear()
 
     def remove(self, msgs: Iterable[MessageExt]) -> int:
         """Drop consumed messages; return the offset that may be committed (the smallest still
         outstanding, else one past the largest pulled), or -1 when nothing was held."""
-        if not self._msgs:
+        held = self._msgs
+        if not held:
             return -1
+        reconsume = self.reconsume
         for msg in msgs:
-            self._msgs.pop(msg.queue_offset, None)
-            self.reconsume.pop(msg.queue_offset, None)
-        if len(self._msgs) < self._threshold:
+            held.pop(msg.queue_offset, None)
+            if reconsume:
+                reconsume.pop(msg.queue_offset, None)
+        if len(held) < self._threshold:
             self.space.set()
-        if not self._msgs:
+        if not held:
+            self._order.clear()
             self.has_msgs.clear()
             return self._max_offset + 1
-        return min(self._msgs)
+        order = self._order
+        while order[0] not in held:
+            order.popleft()
+        return order[0]
 
     def first(self, count: int) -> list[MessageExt]:
         """The ``count`` lowest-offset messages (orderly consumption)."""
-        return [self._msgs[k] for k in sorted(self._msgs)[:count]]
+        held = self._msgs
+        return [held[k] for k in itertools.islice((k for k in self._order if k in held), count)]
 
     def lock_valid(self) -> bool:
         """Locked on the broker recently enough to consume in order."""

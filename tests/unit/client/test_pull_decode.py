@@ -1,0 +1,158 @@
+"""decode_message_exts (the consumer's one-pass pull-body decoder) against the reference path
+(decode_records + message_ext_from_record) and the store's record encoder."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketpy.client.codec import (
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    MessageCodecError,
+    decode_records,
+    encode_properties,
+)
+from rocketpy.client.message import MessageExt, decode_message_exts, message_ext_from_record
+from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, choose_magic, encode_record
+
+# One stored record assembled field by field (message-format.md section 1, v1, IPv4 hosts).
+_GOLDEN = bytes.fromhex(
+    "00000070"  # TOTALSIZE 112
+    "daa320a7"  # MAGICCODE v1
+    "00000000"  # BODYCRC (not checked by the client)
+    "00000002"  # QUEUEID 2
+    "00000005"  # FLAG 5
+    "0000000000000009"  # QUEUEOFFSET 9
+    "0000000000000400"  # PHYSICALOFFSET 1024
+    "00000000"  # SYSFLAG
+    "0000018bcfe56800"  # BORNTIMESTAMP 1700000000000
+    "0a000001" "00001388"  # BORNHOST 10.0.0.1:5000
+    "0000018bcfe56801"  # STORETIMESTAMP 1700000000001
+    "7f000001" "00002a9f"  # STOREHOST 127.0.0.1:10911
+    "00000003"  # RECONSUMETIMES 3
+    "0000000000000000"  # PREPARED_TRANSACTION_OFFSET
+    "00000002" "6869"  # BODYLEN 2, BODY "hi"
+    "01" "54"  # TOPICLEN 1, TOPIC "T"
+    "0012" "5441475301610255"  # PROPLEN 18, "TAGS\x01a\x02U"
+    "4e49515f4b4559014b02"  # "NIQ_KEY\x01K\x02"
+)  # fmt: skip
+
+
+def _reference(body: bytes, broker: str) -> list[MessageExt]:
+    return [message_ext_from_record(r, broker) for r in decode_records(body)]
+
+
+def test_decode_message_exts_golden_record_matches_reference() -> None:
+    """1. Decode a record assembled field by field with both decoders.
+    Expected: identical MessageExt values; every field is the one written."""
+    (msg,) = decode_message_exts(_GOLDEN, "broker-a")
+    assert [msg] == _reference(_GOLDEN, "broker-a")
+    assert (msg.topic, msg.body, msg.msg_id, msg.queue_id, msg.queue_offset) == (
+        "T",
+        b"hi",
+        "K",
+        2,
+        9,
+    )
+    assert (msg.flag, msg.store_size, msg.commit_log_offset, msg.reconsume_times) == (
+        5,
+        112,
+        1024,
+        3,
+    )
+    assert msg.born_host == ("10.0.0.1", 5000)
+    assert msg.store_host == ("127.0.0.1", 10911)
+    assert msg.offset_msg_id == "7F00000100002A9F0000000000000400"
+    assert (msg.born_timestamp, msg.store_timestamp) == (1700000000000, 1700000000001)
+    assert msg.properties == {"TAGS": "a", "UNIQ_KEY": "K"}
+
+
+def test_decode_message_exts_filters_tags_and_adds_offsets() -> None:
+    """1. Decode two records (TAGS a, TAGS b) keeping only tag b, adding MIN/MAX_OFFSET.
+    Expected: only the b record, carrying both extra properties; its map is its own."""
+    a = encode_record(MessageRecord(topic="T", queue_id=0, body=b"1", properties="TAGS\x01a\x02"))
+    b = encode_record(MessageRecord(topic="T", queue_id=0, body=b"2", properties="TAGS\x01b\x02"))
+    extra = {PROPERTY_MIN_OFFSET: "0", PROPERTY_MAX_OFFSET: "7"}
+    msgs = decode_message_exts(a + b + b, "bk", tags=frozenset({"b"}), extra_properties=extra)
+    assert [m.body for m in msgs] == [b"2", b"2"]
+    assert msgs[0].properties == {"TAGS": "b", "MIN_OFFSET": "0", "MAX_OFFSET": "7"}
+    assert msgs[0].properties is not msgs[1].properties
+
+
+@pytest.mark.parametrize(
+    ("cut", "why"),
+    [
+        (lambda rec: rec[:-1], "truncated"),
+        (lambda rec: rec[:4] + b"\x00\x00\x00\x00" + rec[8:], "bad magic"),
+        (lambda rec: struct.pack(">i", len(rec) + 1) + rec[4:] + b"\x00", "size too large"),
+        (lambda rec: rec[:-10] + b"\xff" + rec[-9:], "bad utf-8"),
+    ],
+)
+def test_decode_message_exts_rejects_corrupt_records(cut: object, why: str) -> None:
+    """1. Corrupt the golden record (truncate, magic, TOTALSIZE, UTF-8). 2. Decode with both.
+    Expected: both raise MessageCodecError."""
+    assert callable(cut)
+    bad = cut(_GOLDEN)
+    with pytest.raises(MessageCodecError):
+        decode_message_exts(bad, "b")
+    with pytest.raises(MessageCodecError):
+        _reference(bad, "b")
+
+
+_hosts = st.one_of(
+    st.tuples(st.ip_addresses(v=4).map(str), st.integers(0, 65535)),
+    st.tuples(st.ip_addresses(v=6).map(lambda a: a.exploded), st.integers(0, 65535)),
+)
+_names = st.text(st.characters(blacklist_characters="\x01\x02", codec="utf-8"), max_size=8)
+_int31 = st.integers(0, 2**31 - 1)
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> tuple[MessageRecord, bytes]:
+    """A stored record (v1/v2 topic, IPv4/IPv6 hosts, maybe zlib) and its uncompressed body."""
+    topic = draw(st.text(st.characters(codec="utf-8"), min_size=1, max_size=140))
+    payload = draw(st.binary(max_size=64))
+    zipped = draw(st.booleans())
+    rec = MessageRecord(
+        topic=topic,
+        queue_id=draw(_int31),
+        body=zlib.compress(payload) if zipped else payload,
+        flag=draw(_int31),
+        queue_offset=draw(_int31),
+        physical_offset=draw(st.integers(0, 2**62)),
+        sys_flag=1 if zipped else 0,
+        born_host=draw(_hosts),
+        store_host=draw(_hosts),
+        reconsume_times=draw(_int31),
+        properties=encode_properties(draw(st.dictionaries(_names, _names, max_size=4))),
+        magic=choose_magic(topic.encode()),
+    )
+    return rec, payload
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_records(), min_size=1, max_size=4))
+def test_decode_message_exts_round_trip_matches_reference(
+    recs: list[tuple[MessageRecord, bytes]],
+) -> None:
+    """1. Encode random records (v1/v2 topics, IPv4/IPv6 hosts, zlib bodies, any properties)
+    with the store's encoder, back to back. 2. Decode with both decoders.
+    Expected: equal MessageExt lists; bodies, topics and offsets are the ones encoded."""
+    body = b"".join(encode_record(rec) for rec, _ in recs)
+    got = decode_message_exts(body, "bk")
+    assert got == _reference(body, "bk")
+    assert [(m.topic, m.body, m.queue_offset, m.commit_log_offset) for m in got] == [
+        (rec.topic, payload, rec.queue_offset, rec.physical_offset) for rec, payload in recs
+    ]
+
+
+def test_decode_message_exts_long_topic_is_v2() -> None:
+    """1. Encode a 200-byte topic as v2. Expected: it decodes, same as the reference."""
+    rec = encode_record(MessageRecord(topic="t" * 200, queue_id=1, body=b"", magic=MAGIC_V2))
+    assert decode_message_exts(rec, "b") == _reference(rec, "b")
+    assert decode_message_exts(rec, "b")[0].topic == "t" * 200
