@@ -48,6 +48,10 @@ log = structlog.get_logger(__name__)
 
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 _COMPACT_AT: Final = 256 * 1024
+#: Frames queued before they are written without waiting for the end of the loop turn. One
+#: write per turn would make a pipelined peer and this side take turns (each idle while the
+#: other works through a whole window); writing in slices lets both work at once.
+WRITE_SLICE_FRAMES: Final = 8
 
 
 class Connection(asyncio.Protocol):
@@ -107,8 +111,11 @@ class Connection(asyncio.Protocol):
         """Queue any command for writing; silently dropped once the connection is closed."""
         if self._closed:
             return
-        self._out.append(encode_frame(response))
-        if not self._flush_scheduled:
+        out = self._out
+        out.append(encode_frame(response))
+        if len(out) >= WRITE_SLICE_FRAMES:
+            self._write_out()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
@@ -286,6 +293,9 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._write_out()
+
+    def _write_out(self) -> None:
         if not self._out or self._transport is None or self._transport.is_closing():
             self._out.clear()
             return

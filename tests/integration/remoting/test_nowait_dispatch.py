@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError, RequestTimeout
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import (
     NowaitResult,
@@ -132,3 +135,54 @@ async def test_deadline_timer_expires_in_order_and_out_of_order() -> None:
     finally:
         await client.close()
         await server.stop()
+
+
+async def test_pipelined_responses_are_written_in_slices() -> None:
+    """1. A nowait processor answers at once, but the 40th request waits (blocking the loop, up
+    to 5 s) until a plain blocking client thread has read at least 8 responses. 2. The client
+    sends 64 requests in one write and reads every response.
+    Expected: the client had 8 responses before the 40th request was handled (responses go
+    out every WRITE_SLICE_FRAMES frames, not once per loop turn, so a pipelined peer works
+    while this side still handles the rest of its window); all 64 answered in order."""
+    got_eight = threading.Event()
+    seen: list[bool] = []
+    reg = ProcessorRegistry()
+
+    def fast(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        if req.opaque == 40:
+            seen.append(got_eight.wait(5))
+        return req.make_response(remark=str(req.opaque))
+
+    reg.register(FAST, _never, nowait=fast)
+    server = RemotingServer(reg)
+    await server.start()
+    host, port = server.address.rsplit(":", 1)
+
+    def client() -> list[int]:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            frames = []
+            for i in range(64):
+                req = RemotingCommand.request(FAST)
+                req.opaque = i + 1
+                frames.append(encode_frame(req))
+            sock.sendall(b"".join(frames))
+            buf, opaques = b"", []
+            while len(opaques) < 64:
+                chunk = sock.recv(65536)
+                assert chunk, "server closed"
+                buf += chunk
+                while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                    n = int.from_bytes(buf[:4], "big")
+                    opaques.append(decode_frame(buf[4 : 4 + n]).opaque)
+                    buf = buf[4 + n :]
+                if len(opaques) >= 8:
+                    got_eight.set()
+            return opaques
+
+    try:
+        async with asyncio.timeout(20):
+            opaques = await asyncio.to_thread(client)
+    finally:
+        await server.stop()
+    assert seen == [True]
+    assert opaques == list(range(1, 65))
