@@ -111,12 +111,20 @@ def suggest_pulling_from_slave(max_phy_offset: int, pulled_phy_offset: int, limi
     return max_phy_offset - pulled_phy_offset > limit
 
 
-def _to_store(msg: MessageToStore) -> StoreMessage:
+def _to_stores(msgs: Sequence[MessageToStore]) -> list[StoreMessage]:
+    """The store's form of ``msgs``; only the first one's ``WAIT`` is read (a batch waits as
+    its first message says)."""
+    return [_to_store(m, first=i == 0) for i, m in enumerate(msgs)]
+
+
+def _to_store(msg: MessageToStore, *, first: bool) -> StoreMessage:
     text = msg.encoded_properties
+    wait = True
     if not text:
         text = encode_properties(msg.properties)
-        wait = msg.properties.get("WAIT", "true").lower() != "false"
-    else:
+        if first:
+            wait = msg.properties.get("WAIT", "true").lower() != "false"
+    elif first:
         value = property_value(text, "WAIT")
         wait = value is None or value.lower() != "false"
     return StoreMessage(
@@ -275,7 +283,7 @@ class MessageStoreAdapter:
 
     def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
         """:meth:`put_messages` without awaiting, as :meth:`put_message_nowait`."""
-        stored = [_to_store(m) for m in msgs]
+        stored = _to_stores(msgs)
         if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         ha = self.auto_ha if self.auto_ha is not None else self.ha
@@ -301,7 +309,7 @@ class MessageStoreAdapter:
         )
         if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
-        stored = [_to_store(m) for m in msgs]
+        stored = _to_stores(msgs)
         appended = await (
             self.store.put_message(stored[0])
             if len(stored) == 1
