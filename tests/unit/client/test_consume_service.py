@@ -8,32 +8,13 @@ from rocketpy.client.consume_service import ConsumeConcurrentlyService, ConsumeS
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.rebalance import ProcessQueue
 from rocketpy.common.aio import wait_until
+from tests.helpers.client_messages import message_at
 
 _MQ = MessageQueue(topic="T", broker_name="b", queue_id=0)
 _RETRY_MQ = MessageQueue(topic="%RETRY%g", broker_name="b", queue_id=0)
 
 
-def _msg(offset: int, topic: str = "T", props: dict[str, str] | None = None) -> MessageExt:
-    return MessageExt(
-        topic=topic,
-        body=str(offset).encode(),
-        properties=props or {},
-        msg_id=str(offset),
-        offset_msg_id=str(offset),
-        broker_name="b",
-        queue_id=0,
-        queue_offset=offset,
-        commit_log_offset=offset * 100,
-        store_size=100,
-        flag=0,
-        sys_flag=0,
-        born_timestamp=0,
-        born_host=("127.0.0.1", 1),
-        store_timestamp=0,
-        store_host=("127.0.0.1", 2),
-        reconsume_times=0,
-        prepared_transaction_offset=0,
-    )
+_msg = message_at
 
 
 def _service(

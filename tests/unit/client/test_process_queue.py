@@ -10,31 +10,13 @@ from hypothesis import strategies as st
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.offset_store import OffsetCell
 from rocketpy.client.rebalance import ProcessQueue
+from tests.helpers.client_messages import message_at
 
 _MQ = MessageQueue(topic="T", broker_name="b", queue_id=0)
 
 
 def _msg(offset: int) -> MessageExt:
-    return MessageExt(
-        topic="T",
-        body=b"",
-        properties={},
-        msg_id=str(offset),
-        offset_msg_id=str(offset),
-        broker_name="b",
-        queue_id=0,
-        queue_offset=offset,
-        commit_log_offset=offset * 100,
-        store_size=100,
-        flag=0,
-        sys_flag=0,
-        born_timestamp=0,
-        born_host=("127.0.0.1", 1),
-        store_timestamp=0,
-        store_host=("127.0.0.1", 2),
-        reconsume_times=0,
-        prepared_transaction_offset=0,
-    )
+    return message_at(offset, body=b"")
 
 
 def test_process_queue_commits_smallest_outstanding_offset() -> None:
