@@ -11,8 +11,9 @@ from typing import Protocol
 
 
 # Not frozen: one is built per appended message and a frozen dataclass's ``__init__`` goes through
-# ``object.__setattr__`` per field (about twice the cost). Treat instances as read-only.
-@dataclass(slots=True, kw_only=True)
+# ``object.__setattr__`` per field (about twice the cost). Treat instances as read-only. The
+# reput builds it positionally (cheaper than keywords, per record): keep the field order.
+@dataclass(slots=True)
 class DispatchRequest:
     """One valid CommitLog record, as parsed by ``checkMessageAndReturnSize`` or as the append
     that wrote it described it (a dispatch hint, see ``ReputService``)."""

@@ -32,7 +32,7 @@ from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
-from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+from rocketpy.store.dispatch import CommitLogDispatcher
 from rocketpy.store.flush import ConsumeQueueFlushService
 
 log = structlog.get_logger(__name__)
@@ -74,7 +74,7 @@ class MessageStore:
         *,
         store_host: Address = ("127.0.0.1", 10911),
         clock: Clock | None = None,
-        on_arrival: ArrivalHook = lambda topic, queue_id, offset: None,
+        on_arrival: ArrivalHook | None = None,
         disk_usage: DiskUsage = disk_used_ratio,
     ) -> None:
         self.config = config
@@ -239,36 +239,42 @@ class MessageStore:
         self.queues[(topic, queue_id)] = q
         return q
 
-    def _put_cq(self, req: DispatchRequest) -> Awaitable[None] | None:
-        """Build the consume-queue unit of ``req``: synchronously in the common case (no
+    def _put_cq(  # noqa: PLR0917 -- positional: the reput calls it per record
+        self,
+        topic: str,
+        queue_id: int,
+        commit_log_offset: int,
+        size: int,
+        tags_code: int,
+        queue_offset: int,
+        store_timestamp: int,
+        sys_flag: int,
+    ) -> Awaitable[None] | None:
+        """Build the consume-queue unit of one record: synchronously in the common case (no
         coroutine per record on the dispatch path), else an awaitable the reput awaits."""
         # Runs once per record: transaction_type() inlined.
-        if (req.sys_flag & TRANSACTION_TYPE_MASK) in (
-            TRANSACTION_PREPARED_TYPE,
-            TRANSACTION_ROLLBACK_TYPE,
-        ):
+        tx = sys_flag & TRANSACTION_TYPE_MASK
+        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return None
-        q = self.queues.get((req.topic, req.queue_id))
+        q = self.queues.get((topic, queue_id))
         if q is None:
-            q = self._new_queue(req.topic, req.queue_id)
-        if not q.put_nowait(
-            req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset
-        ):
-            return self._put_cq_slow(q, req)
+            q = self._new_queue(topic, queue_id)
+        if not q.put_nowait(commit_log_offset, size, tags_code, queue_offset):
+            unit = CqUnit(commit_log_offset=commit_log_offset, size=size, tags_code=tags_code)
+            return self._put_cq_slow(q, unit, queue_offset, store_timestamp)
         checkpoint = self.checkpoint
         if checkpoint is not None:
-            checkpoint.logics_msg_timestamp = req.store_timestamp
+            checkpoint.logics_msg_timestamp = store_timestamp
         return None
 
-    async def _put_cq_slow(self, q: ConsumeQueue, req: DispatchRequest) -> None:
-        unit = CqUnit(
-            commit_log_offset=req.commit_log_offset, size=req.msg_size, tags_code=req.tags_code
-        )
-        await q.put(unit, req.consume_queue_offset, self._alloc_executor)
+    async def _put_cq_slow(
+        self, q: ConsumeQueue, unit: CqUnit, queue_offset: int, store_timestamp: int
+    ) -> None:
+        await q.put(unit, queue_offset, self._alloc_executor)
         if self.checkpoint is not None:
             # As ConsumeQueue.putMessagePositionInfoWrapper; persisted only by a thorough
             # consume-queue flush (flush.py), after the units are durable.
-            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+            self.checkpoint.logics_msg_timestamp = store_timestamp
 
     # ------------------------------------------------------------------ read
 

@@ -149,7 +149,10 @@ async def bench_async(
         store.register_dispatcher(index_service)
     await store.start()
     msgs = [_message(size, f"{i:032X}" if index else "") for i in range(4096 if index else 1)]
-    put = store.put_message
+    put, put_nowait = store.put_message, store.put_message_nowait
+    # Steady state: the queue's first consume-queue segment exists before the clock starts.
+    await put(msgs[0])
+    await wait_until(lambda: store.reput.behind() == 0, 10)
     count = 0
     before = rss_mib()
     prof = cProfile.Profile() if profile else None
@@ -159,7 +162,8 @@ async def bench_async(
     deadline = start + seconds
     while time.perf_counter() < deadline:
         for msg in msgs[count % len(msgs) : count % len(msgs) + 256] if index else [msgs[0]] * 256:
-            r = await put(msg)
+            # As the broker's send path: no coroutine unless the append must wait (a roll).
+            r = put_nowait(msg) or await put(msg)
             if r.status is not PutStatus.PUT_OK:
                 raise SystemExit(f"put failed: {r.status}")
         count += 256
@@ -173,9 +177,11 @@ async def bench_async(
     await wait_until(lambda: store.reput.behind() == 0, 600)
     catch_up = time.perf_counter() - t0
     label = "ASYNC_FLUSH + index" if index else "ASYNC_FLUSH"
-    _line(f"{label} {size} B, 1 producer", count, elapsed, nbytes,
-          f"rss {before:.0f}->{rss_mib():.0f} MiB, reput behind {behind / _MIB:.1f} MiB "
-          f"caught up in {catch_up:.2f}s")  # fmt: skip
+    # The rate counts the reput's catch-up: an append is done once its consume-queue unit
+    # (and index entries) are built, not when the producer loop has moved on.
+    _line(f"{label} {size} B, 1 producer", count, elapsed + catch_up, nbytes,
+          f"rss {before:.0f}->{rss_mib():.0f} MiB, reput behind {behind / _MIB:.1f} MiB at "
+          f"the end, caught up in {catch_up:.2f}s (counted)")  # fmt: skip
     await store.stop()
     if index_service is not None:
         await index_service.stop()

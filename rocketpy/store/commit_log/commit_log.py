@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import struct
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from zlib import crc32
 
 import structlog
 
@@ -26,18 +28,20 @@ from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,
     BLANK_SIZE,
+    BORNHOST_V6_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
     MAX_PROPERTIES_BYTES,
+    STOREHOST_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     Address,
-    dispatch_properties,
+    DispatchHint,
     pack_address,
-    pack_record_into,
-    record_length,
+    record_struct,
 )
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
-from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -47,6 +51,9 @@ log = structlog.get_logger(__name__)
 _GROUP_COMMIT_YIELDS = 3
 #: Bound of the dispatch hints (about 200 B each); past it the reput parses records back.
 MAX_DISPATCH_HINTS = 65536
+#: Bound of the topic name -> bytes cache.
+_MAX_TOPIC_BYTES = 4096
+_CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 
 
 class PutStatus(enum.Enum):
@@ -79,7 +86,8 @@ class MessageToStore:
 
 
 # Not frozen: one per append, and a frozen ``__init__`` costs twice as much. Treat as read-only.
-@dataclass(slots=True, kw_only=True)
+# Positional fields: the append path builds one per message without keywords.
+@dataclass(slots=True)
 class AppendResult:
     """Outcome of one put (a batch reports its first record's offsets and all msg ids)."""
 
@@ -111,8 +119,10 @@ class CommitLog:
     ) -> None:
         self.config = config
         self._store_host = store_host
-        self._store_host_bytes = pack_address(store_host)
-        self._msg_id_prefix = self._store_host_bytes.hex().upper()
+        self._store_host_bytes = b""
+        self._store_v6_flag = 0
+        self._msg_id_prefix = ""
+        self.store_host = store_host
         self.clock = clock
         self.mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.topic_queue_table: dict[str, int] = {}
@@ -140,7 +150,9 @@ class CommitLog:
         self.dispatch_limit: Callable[[], int] | None = None
         # What each local append wrote, for the reput (see ReputService); bounded so a reput
         # held back by the confirm offset does not grow it without limit.
-        self.dispatch_hints: deque[DispatchRequest] = deque()
+        self.dispatch_hints: deque[DispatchHint] = deque()
+        # Topic name -> UTF-8 bytes (a broker has few topics; appends encode each once).
+        self._topic_bytes: dict[str, bytes] = {}
         # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
         self.disk_full = False
 
@@ -159,6 +171,7 @@ class CommitLog:
     def store_host(self, host: Address) -> None:
         self._store_host = host
         self._store_host_bytes = pack_address(host)
+        self._store_v6_flag = STOREHOST_V6_FLAG if len(self._store_host_bytes) == 20 else 0
         self._msg_id_prefix = self._store_host_bytes.hex().upper()
 
     @property
@@ -320,36 +333,74 @@ class CommitLog:
     def _append_nowait(self, m: MessageToStore) -> AppendResult | None:
         """Encode ``m`` straight into the current segment; None when a new one is needed.
 
-        No await from the offset assignment to the write: the loop is the only writer.
+        No await from the offset assignment to the write: the loop is the only writer. The
+        whole append is inlined here (one ``pack_into``, a tuple hint): it runs per message.
         """
-        mf = self.mfq.last
-        if mf is None or mf.wrote_position >= mf.size:
+        files = self.mfq.files
+        if not files:
             return None
-        topic = m.topic.encode()
-        props = m.properties.encode()
-        if len(m.body) > self.config.max_message_size:
-            return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
-        if len(props) > MAX_PROPERTIES_BYTES:
-            return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        born = pack_address(m.born_host)
-        size = record_length(topic, m.body, props, born, self._store_host_bytes)
+        mf = files[-1]
         pos = mf.wrote_position
-        fits = self._room(mf, pos, size)
-        if not fits:
-            return None if fits is None else AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+        size_limit = mf.size
+        if pos >= size_limit:
+            return None
+        body = m.body
+        body_len = len(body)
+        if body_len > self.config.max_message_size:
+            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+        topic_text = m.topic
+        topic = self._topic_bytes.get(topic_text)
+        if topic is None:
+            if len(self._topic_bytes) >= _MAX_TOPIC_BYTES:
+                self._topic_bytes.clear()
+            topic = self._topic_bytes[topic_text] = topic_text.encode()
+        text = m.properties
+        props = text.encode()
+        props_len = len(props)
+        if props_len > MAX_PROPERTIES_BYTES:
+            return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        born = pack_address(m.born_host)
+        store = self._store_host_bytes
+        store_v6 = self._store_v6_flag
+        topic_len = len(topic)
+        st = record_struct(len(born), len(store), body_len, topic_len, props_len, topic_len > 127)
+        size = st.size
+        if size + BLANK_SIZE > size_limit - pos:
+            fits = self._room(mf, pos, size)
+            return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
+        buf = mf.buffer
         now = self.clock.wall_ms()
         wrote = mf.file_from_offset + pos
-        queue_offset = self._place(mf, pos, m, topic, props, born, size, now)
+        queue_id = m.queue_id
+        sys_flag = m.sys_flag
+        key = f"{topic_text}-{queue_id}"
+        tx = sys_flag & TRANSACTION_TYPE_MASK
+        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            queue_offset = 0
+        else:
+            table = self.topic_queue_table
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
+        st.pack_into(
+            buf, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
+            crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, wrote,
+            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+            | store_v6, m.born_timestamp, born, now, store,
+            m.reconsume_times, m.prepared_transaction_offset, body_len, body, topic_len, topic,
+            props_len, props,
+        )  # fmt: skip
+        mf.wrote_position = pos + size
         self.last_store_timestamp = now
+        hints = self.dispatch_hints
+        if len(hints) < MAX_DISPATCH_HINTS:
+            hints.append((
+                wrote, size, topic_text, queue_id, queue_offset, now, text, sys_flag,
+                m.prepared_transaction_offset,
+            ))  # fmt: skip
         return AppendResult(
-            status=PutStatus.PUT_OK,
-            wrote_offset=wrote,
-            wrote_bytes=size,
-            msg_id=f"{self._msg_id_prefix}{wrote:016X}",
-            queue_offset=queue_offset,
-            store_timestamp=now,
-            msg_num=1,
-        )
+            PutStatus.PUT_OK, wrote, size, f"{self._msg_id_prefix}{wrote:016X}", queue_offset,
+            now, 1,
+        )  # fmt: skip
 
     def _append_batch_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
         """:meth:`_append_nowait` for a batch: every record in the current segment, or none
@@ -358,50 +409,50 @@ class CommitLog:
         if mf is None or mf.wrote_position >= mf.size:
             return None
         if not msgs:
-            return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
         max_body = self.config.max_message_size
         store = self._store_host_bytes
-        encoded: list[tuple[MessageToStore, bytes, bytes, bytes, int]] = []
+        store_len = len(store)
+        encoded: list[tuple[MessageToStore, bytes, bytes, bytes, struct.Struct]] = []
         total = 0
         topic_text, topic = "", b""
         for m in msgs:
-            if len(m.body) > max_body:
-                return AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+            body_len = len(m.body)
+            if body_len > max_body:
+                return AppendResult(PutStatus.MESSAGE_ILLEGAL)
             props = m.properties.encode()
             if len(props) > MAX_PROPERTIES_BYTES:
-                return AppendResult(status=PutStatus.PROPERTIES_SIZE_EXCEEDED)
+                return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
             if m.topic != topic_text:
                 topic_text, topic = m.topic, m.topic.encode()
             born = pack_address(m.born_host)
-            size = record_length(topic, m.body, props, born, store)
-            encoded.append((m, topic, props, born, size))
-            total += size
+            topic_len = len(topic)
+            st = record_struct(
+                len(born), store_len, body_len, topic_len, len(props), topic_len > 127
+            )
+            encoded.append((m, topic, props, born, st))
+            total += st.size
         start = mf.wrote_position
         fits = self._room(mf, start, total)
         if not fits:
-            return None if fits is None else AppendResult(status=PutStatus.MESSAGE_ILLEGAL)
+            return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
         base = mf.file_from_offset
         prefix = self._msg_id_prefix
         ids: list[str] = []
         first_queue_offset = -1
         pos = start
-        for m, topic, props, born, size in encoded:
-            queue_offset = self._place(mf, pos, m, topic, props, born, size, now)
+        for m, topic, props, born, st in encoded:
+            queue_offset = self._place(mf, pos, m, topic, props, born, st, now)
             if first_queue_offset < 0:
                 first_queue_offset = queue_offset
             ids.append(f"{prefix}{base + pos:016X}")
-            pos += size
+            pos += st.size
         self.last_store_timestamp = now
         return AppendResult(
-            status=PutStatus.PUT_OK,
-            wrote_offset=base + start,
-            wrote_bytes=total,
-            msg_id=",".join(ids),
-            queue_offset=first_queue_offset,
-            store_timestamp=now,
-            msg_num=len(msgs),
-        )
+            PutStatus.PUT_OK, base + start, total, ",".join(ids), first_queue_offset, now,
+            len(msgs),
+        )  # fmt: skip
 
     @staticmethod
     def _room(mf: MappedFile, pos: int, size: int) -> bool | None:
@@ -423,34 +474,42 @@ class CommitLog:
         topic: bytes,
         props: bytes,
         born: bytes,
-        size: int,
+        st: struct.Struct,
         now: int,
     ) -> int:
-        """Write one record at ``pos`` (room checked), assign its queue offset (returned) and
-        queue its dispatch hint."""  # fmt: skip
-        tx = m.sys_flag & TRANSACTION_TYPE_MASK
-        dispatched = tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+        """Write one batch record at ``pos`` (room checked) with ``st`` (its
+        :func:`record_struct`), assign its queue offset (returned) and queue its dispatch
+        hint; :meth:`_append_nowait` is the same, inlined."""  # fmt: skip
+        sys_flag = m.sys_flag
+        tx = sys_flag & TRANSACTION_TYPE_MASK
         key = f"{m.topic}-{m.queue_id}"
-        queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
+        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            queue_offset = 0
+        else:
+            table = self.topic_queue_table
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
         wrote = mf.file_from_offset + pos
-        pack_record_into(
-            mf.buffer, pos, topic, m.queue_id, m.body, m.flag, queue_offset, m.sys_flag,
-            m.born_timestamp, born, now, self._store_host_bytes, m.reconsume_times,
-            m.prepared_transaction_offset, props, wrote,
+        store = self._store_host_bytes
+        store_v6 = self._store_v6_flag
+        size = st.size
+        topic_len = len(topic)
+        body = m.body
+        st.pack_into(
+            mf.buffer, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
+            crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, queue_offset, wrote,
+            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+            | store_v6, m.born_timestamp, born, now, store,
+            m.reconsume_times, m.prepared_transaction_offset, len(body), body, topic_len, topic,
+            len(props), props,
         )  # fmt: skip
         mf.wrote_position = pos + size
-        if dispatched:
-            self.topic_queue_table[key] = queue_offset + 1
-        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
-            tags, keys, uniq = dispatch_properties(m.properties)
-            self.dispatch_hints.append(
-                DispatchRequest(
-                    topic=m.topic, queue_id=m.queue_id, commit_log_offset=wrote, msg_size=size,
-                    tags_code=tags, store_timestamp=now, consume_queue_offset=queue_offset,
-                    keys=keys, uniq_key=uniq, sys_flag=m.sys_flag,
-                    prepared_transaction_offset=m.prepared_transaction_offset,
-                )
-            )  # fmt: skip
+        hints = self.dispatch_hints
+        if len(hints) < MAX_DISPATCH_HINTS:
+            hints.append((
+                wrote, size, m.topic, m.queue_id, queue_offset, now, m.properties, sys_flag,
+                m.prepared_transaction_offset,
+            ))  # fmt: skip
         return queue_offset
 
     async def _roll(self) -> None:

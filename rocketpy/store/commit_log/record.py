@@ -94,6 +94,10 @@ SYSFLAG_POS: Final = 36
 STORE_TIMESTAMP_POS_V4: Final = 56
 
 Address = tuple[str, int]
+#: What a local append tells the reput about the record it wrote, so the reput need not parse it
+#: back: (commit-log offset, size, topic, queue id, queue offset, store timestamp, properties,
+#: sys flag, prepared transaction offset). A tuple: one is built per message.
+DispatchHint = tuple[int, int, str, int, int, int, str, int, int]
 
 
 class RecordError(CodecError):
@@ -144,11 +148,23 @@ def decode_properties(text: str | None) -> dict[str, str]:
 
 def dispatch_properties(text: str) -> tuple[int, str, str | None]:
     """What a dispatch needs from a record's properties: (tags code, KEYS, UNIQ_KEY), the values
-    :func:`decode_properties` would give, without building the whole map (the append path and
-    the reput call this per message)."""
+    :func:`decode_properties` would give, without building the whole map."""
+    return tags_code_of(text), *keys_of(text)
+
+
+def tags_code_of(text: str) -> int:
+    """The consume-queue tags code of properties ``text`` (:func:`tags_code` of its TAGS)."""
+    if _TAGS_NAME not in text:  # the reput calls this per record: no framing when absent
+        return 0
+    return tags_code(_property(PROPERTY_SEPARATOR + text, _TAGS_NEEDLE))
+
+
+def keys_of(text: str) -> tuple[str, str | None]:
+    """(KEYS or "", UNIQ_KEY or None) of properties ``text``, as :func:`decode_properties`."""
     framed = PROPERTY_SEPARATOR + text
-    tags = _property(framed, _TAGS_NEEDLE)
-    return tags_code(tags), _property(framed, _KEYS_NEEDLE) or "", _property(framed, _UNIQ_NEEDLE)
+    keys = _property(framed, _KEYS_NEEDLE) if _KEYS_NAME in text else None
+    uniq = _property(framed, _UNIQ_NEEDLE) if _UNIQ_NAME in text else None
+    return keys or "", uniq
 
 
 def property_value(text: str, name: str) -> str | None:
@@ -156,6 +172,9 @@ def property_value(text: str, name: str) -> str | None:
     return _property(PROPERTY_SEPARATOR + text, f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}")
 
 
+_TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_NAME: Final = f"{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_NAME: Final = f"{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
 _TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
 _KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
 _UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"

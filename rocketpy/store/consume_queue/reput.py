@@ -27,8 +27,11 @@ from rocketpy.store.commit_log.record import (
     MAGIC_V2,
     MIDDLE,
     STOREHOST_V6_FLAG,
+    DispatchHint,
     body_crc,
     dispatch_properties,
+    keys_of,
+    tags_code_of,
 )
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue
@@ -36,8 +39,10 @@ from rocketpy.store.mapped_file_queue import MappedFileQueue
 log = structlog.get_logger(__name__)
 
 ArrivalHook = Callable[[str, int, int], None]
-#: Builds a record's consume-queue unit: None when done synchronously, else what to await.
-PutCq = Callable[[DispatchRequest], Awaitable[None] | None]
+#: Builds a record's consume-queue unit from (topic, queue id, commit-log offset, size, tags
+#: code, queue offset, store timestamp, sys flag): None when done synchronously, else what to
+#: await. Positional: called per record.
+PutCq = Callable[[str, int, int, int, int, int, int, int], Awaitable[None] | None]
 
 
 def read_request(
@@ -130,14 +135,14 @@ class ReputService:
         bound: Callable[[], int],
         *,
         check_crc: bool = False,
-        on_arrival: ArrivalHook = lambda topic, queue_id, offset: None,
-        hints: deque[DispatchRequest] | None = None,
+        on_arrival: ArrivalHook | None = None,
+        hints: deque[DispatchHint] | None = None,
     ) -> None:
         self.mfq = mfq
         self.bound = bound
         self.check_crc = check_crc
         self.on_arrival = on_arrival
-        self.hints: deque[DispatchRequest] = deque() if hints is None else hints
+        self.hints: deque[DispatchHint] = deque() if hints is None else hints
         self.reput_from = 0
         self.dispatchers: list[CommitLogDispatcher] = []
         self._wake = asyncio.Event()
@@ -163,7 +168,7 @@ class ReputService:
         while self.reput_from < bound:
             if (
                 hints
-                and hints[0].commit_log_offset <= self.reput_from
+                and hints[0][0] <= self.reput_from
                 and not await self._dispatch_hints(put_cq, bound, notify)
             ):
                 return
@@ -185,13 +190,16 @@ class ReputService:
                 # Only whole records below the bound: in controller mode the bound is the
                 # confirm offset, which a slave's ack can leave inside a record.
                 return
-            pending = put_cq(req)
+            pending = put_cq(
+                req.topic, req.queue_id, offset, size, req.tags_code,
+                req.consume_queue_offset, req.store_timestamp, req.sys_flag,
+            )  # fmt: skip
             if pending is not None:
                 await pending
             for d in self.dispatchers:
                 d.dispatch(req)
             self.reput_from += size
-            if notify:
+            if notify and self.on_arrival is not None:
                 self.on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
 
     async def _dispatch_hints(self, put_cq: PutCq, bound: int, notify: bool) -> bool:
@@ -203,33 +211,34 @@ class ReputService:
         crosses it)."""
         hints = self.hints
         dispatchers = self.dispatchers
-        on_arrival = self.on_arrival
+        on_arrival = self.on_arrival if notify else None
         offset = self.reput_from
         while hints and offset < bound:
-            req = hints[0]
-            hint_offset = req.commit_log_offset
+            hint = hints[0]
+            hint_offset, size, topic, queue_id, queue_offset, timestamp, text, sys_flag, _ = hint
             if hint_offset < offset:
                 hints.popleft()
                 continue
             if hint_offset != offset:
                 return True
-            end = offset + req.msg_size
+            end = offset + size
             if end > bound:
                 return False  # only whole records below the bound, as for scanned ones
             hints.popleft()
-            pending = put_cq(req)
-            if pending is None:
-                for d in dispatchers:
-                    d.dispatch(req)
-                self.reput_from = offset = end
-            else:
+            tags = tags_code_of(text)
+            pending = put_cq(topic, queue_id, offset, size, tags, queue_offset, timestamp, sys_flag)
+            if pending is not None:
                 await pending
+            if dispatchers:
+                req = DispatchRequest(
+                    topic, queue_id, offset, size, tags, timestamp, queue_offset,
+                    *keys_of(text), sys_flag, hint[8],
+                )  # fmt: skip
                 for d in dispatchers:
                     d.dispatch(req)
-                self.reput_from += req.msg_size
-                offset = self.reput_from
-            if notify:
-                on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
+            self.reput_from = offset = end
+            if on_arrival is not None:
+                on_arrival(topic, queue_id, queue_offset)
         return offset < bound
 
     def _partial_tail(self, bound: int) -> bool:

@@ -315,9 +315,10 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
             assert r.status is PutStatus.PUT_OK
             offsets.append(r.wrote_offset)
         hints = store.commit_log.dispatch_hints
-        kept = [h for h in hints if h.commit_log_offset not in offsets[4:9]]
+        kept = [h for h in hints if h[0] not in offsets[4:9]]
+        stale = (seen[0].commit_log_offset, seen[0].msg_size, *kept[0][2:])
         hints.clear()
-        hints.extend([seen[0], *kept])  # seen[0]: already dispatched, stale
+        hints.extend([stale, *kept])  # already dispatched
         reput.bound = lambda: offsets[24] + 10
         await reput.dispatch_available(store._put_cq)
         scanned = [read_request(store.commit_log.mfq, o, check_crc=True)[0] for o in offsets]
