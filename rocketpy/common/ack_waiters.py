@@ -37,13 +37,18 @@ class AckWaiters:
 
     async def wait(self, offset: int, timeout_s: float) -> bool:
         """Wait until :meth:`release` passes ``offset``; False after ``timeout_s``."""
+        return await self.future(offset, timeout_s)
+
+    def future(self, offset: int, timeout_s: float) -> asyncio.Future[bool]:
+        """:meth:`wait` as a future to await (no coroutine frame: the SYNC_FLUSH path makes one
+        per message)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
         heapq.heappush(self._heap, (offset, next(self._seq), loop.time() + timeout_s, fut))
         if self._sweeper is None:
             period = timeout_s / SWEEP_FRACTION
             self._sweeper = loop.call_later(period, self._expire, period)
-        return await fut
+        return fut
 
     def release(self, threshold: int) -> None:
         """Resolve every waiter whose offset is at or below ``threshold``."""

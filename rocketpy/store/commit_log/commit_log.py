@@ -229,11 +229,16 @@ class CommitLog:
         if result.status is not PutStatus.PUT_OK:
             return result
         self._on_append()
-        if self.sync_flush:
+        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            # _await_flush inlined: one coroutine frame less per message.
             end = result.wrote_offset + result.wrote_bytes
-            status = await self._await_flush(end, wait=msg.wait_store)
-            if status is not PutStatus.PUT_OK:
-                return dataclasses.replace(result, status=status)
+            if self.flushed_offset < end:
+                self._wake.set()
+                if msg.wait_store and not await self._waiters.future(
+                    end, self.config.sync_flush_timeout / 1000
+                ):
+                    log.warning("flush disk timeout", offset=end)
+                    return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
@@ -554,7 +559,7 @@ class CommitLog:
         self._wake.set()
         if not wait:
             return PutStatus.PUT_OK
-        if await self._waiters.wait(end, self.config.sync_flush_timeout / 1000):
+        if await self._waiters.future(end, self.config.sync_flush_timeout / 1000):
             return PutStatus.PUT_OK
         log.warning("flush disk timeout", offset=end)
         return PutStatus.FLUSH_DISK_TIMEOUT
