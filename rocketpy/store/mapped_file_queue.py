@@ -19,9 +19,11 @@ log = structlog.get_logger(__name__)
 class MappedFileQueue:
     """Segments of ``file_size`` bytes under ``directory``; the last one is written."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, allocate: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
+        # New segments get their disk blocks up front (see MappedFile.create).
+        self.allocate = allocate
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -61,7 +63,7 @@ class MappedFileQueue:
 
     def create_next(self, start: int) -> MappedFile:
         """Create and map the segment starting at ``start``. Blocks."""
-        return MappedFile.create(self.directory, start, self.file_size)
+        return MappedFile.create(self.directory, start, self.file_size, allocate=self.allocate)
 
     def add(self, mf: MappedFile) -> None:
         """Append a segment made by :meth:`create_next` (on the loop)."""

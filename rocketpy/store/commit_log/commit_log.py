@@ -124,7 +124,9 @@ class CommitLog:
         self._msg_id_prefix = ""
         self.store_host = store_host
         self.clock = clock
-        self.mfq = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
+        self.mfq = MappedFileQueue(
+            config.commit_log_dir, config.mapped_file_size_commit_log, allocate=True
+        )
         self.topic_queue_table: dict[str, int] = {}
         self.flushed_offset = 0
         # Store timestamp of the last appended record, and of the last one known durable
@@ -534,6 +536,8 @@ class CommitLog:
                     mf = None
             if mf is None:
                 mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, start)
+            if last is not None:
+                last.written_out()
             self.mfq.add(mf)
             self.preallocate()
 
