@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from rocketpy.common.aio import tune_switch_interval, wait_until
+from rocketpy.common import aio
+from rocketpy.common.aio import wait_until
 from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
 from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from rocketpy.store.config import MessageStoreConfig
@@ -282,9 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.size = args.size or [128, 1024]
     args.dir.mkdir(parents=True, exist_ok=True)
-    tune_switch_interval()  # as the broker daemon runs
-    asyncio.run(run(args))
-    return 0
+
+    async def phases() -> int:
+        await run(args)
+        return 0
+
+    # On the loop and interpreter settings the broker daemon runs with (uvloop, GIL switch).
+    return aio.run(phases())
 
 
 if __name__ == "__main__":
