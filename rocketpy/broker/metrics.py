@@ -14,6 +14,7 @@ per-queue put/get stats.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -133,6 +134,18 @@ class BrokerMetrics:
         if hist is None:
             hist = self.message_size[topic] = Histogram(tuple(map(float, SIZE_BOUNDS_BYTES)))
         hist.observe(nbytes)
+
+    def record_puts(self, topic: str, queue_id: int, sizes: list[int]) -> None:
+        """A batch of messages (body sizes ``sizes``) was stored in one queue: as many
+        :meth:`record_put` calls, with one row update and one observation per distinct size."""
+        row = self._row(topic, queue_id)
+        row[_PUT_MSGS] += len(sizes)
+        row[_PUT_BYTES] += sum(sizes)
+        hist = self.message_size.get(topic)
+        if hist is None:
+            hist = self.message_size[topic] = Histogram(tuple(map(float, SIZE_BOUNDS_BYTES)))
+        for size, count in Counter(sizes).items():
+            hist.observe(size, count)
 
     def record_send_latency(self, latency_ms: float) -> None:
         """One send request took ``latency_ms`` from decode to store result."""

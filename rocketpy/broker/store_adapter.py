@@ -18,8 +18,9 @@ import dataclasses
 import os
 import shutil
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import structlog
 
@@ -64,6 +65,8 @@ from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 _BORN_HOST_POS = 48  # after BORNTIMESTAMP
 
@@ -279,21 +282,25 @@ class MessageStoreAdapter:
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
         to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
-        return self.put_messages_nowait([msg])
+        stored = _to_store(msg, first=True)  # no list: once per single send
+        return self._put_nowait(stored.wait_store, self.store.put_message_nowait, stored)
 
     def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
         """:meth:`put_messages` without awaiting, as :meth:`put_message_nowait`."""
         stored = _to_stores(msgs)
+        if len(stored) == 1:
+            return self._put_nowait(stored[0].wait_store, self.store.put_message_nowait, stored[0])
+        return self._put_nowait(stored[0].wait_store, self.store.put_messages_nowait, stored)
+
+    def _put_nowait(
+        self, wait_store: bool, append: Callable[[_T], AppendResult | None], stored: _T
+    ) -> PutResult | None:
         if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
         ha = self.auto_ha if self.auto_ha is not None else self.ha
-        if ha is not None and ha.waits_for_replicas(wait_store=stored[0].wait_store):
+        if ha is not None and ha.waits_for_replicas(wait_store=wait_store):
             return None
-        appended = (
-            self.store.put_message_nowait(stored[0])
-            if len(stored) == 1
-            else self.store.put_messages_nowait(stored)
-        )
+        appended = append(stored)
         return None if appended is None else _from_append(appended)
 
     def _replicas_refuse(self) -> bool:

@@ -492,9 +492,7 @@ class SendMessageProcessor:
         rt = self._rt
         if result.stored:
             rt.stats.inc_put(len(msgs))
-            record_put = rt.metrics.record_put
-            for m in msgs:
-                record_put(m.topic, m.queue_id, len(m.body))
+            rt.metrics.record_puts(msgs[0].topic, queue_id, [len(m.body) for m in msgs])
         return self._put_response(request, result, queue_id, ",".join(uniqs))
 
     def _batch_properties(self, text: str) -> dict[str, str]:

@@ -169,7 +169,10 @@ def keys_of(text: str) -> tuple[str, str | None]:
 
 def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the map."""
-    return _property(PROPERTY_SEPARATOR + text, f"{PROPERTY_SEPARATOR}{name}{NAME_VALUE_SEPARATOR}")
+    named = f"{name}{NAME_VALUE_SEPARATOR}"
+    if named not in text:  # the common case on the send path (WAIT): no framing copy
+        return None
+    return _property(PROPERTY_SEPARATOR + text, PROPERTY_SEPARATOR + named)
 
 
 _TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"

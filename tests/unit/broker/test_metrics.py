@@ -74,3 +74,17 @@ def test_metrics_role_change_events_drained_once() -> None:
         ("SYNC_MASTER", "SLAVE", 3),
     ]
     assert m.snapshot(40)["events"] == []
+
+
+def test_record_puts_equals_one_record_put_per_message() -> None:
+    """1. Record a batch of sizes (10, 10, 300, 10, 70000) in T/2 with record_puts on one
+    metrics object and with five record_put calls on another.
+    Expected: the same queue row and the same message-size histogram (counts, sum, max)."""
+    sizes = [10, 10, 300, 10, 70000]
+    batched, single = BrokerMetrics(), BrokerMetrics()
+    batched.record_puts("T", 2, sizes)
+    for size in sizes:
+        single.record_put("T", 2, size)
+    assert batched.queues == single.queues == {("T", 2): [5, sum(sizes), 0, 0]}
+    b, s = batched.message_size["T"], single.message_size["T"]
+    assert (b.counts, b.sum, b.max) == (s.counts, s.sum, s.max)
