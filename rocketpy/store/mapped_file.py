@@ -91,15 +91,16 @@ class MappedFile:
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)
+        mf = cls(path, file_from_offset, size, mapping)
         if allocate:
-            mapping.madvise(mmap.MADV_RANDOM)
+            mf.appending()
         # fsync the directory so the new name survives a crash of the machine.
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        return cls(path, file_from_offset, size, mapping)
+        return mf
 
     @classmethod
     def open(cls, path: Path, size: int) -> MappedFile:
@@ -185,6 +186,12 @@ class MappedFile:
             self.flushed_position = upto
             self._release(upto)
         return self.flushed_position
+
+    def appending(self) -> None:
+        """An appender fills this segment from its write position: readahead off (see
+        :meth:`create`) until :meth:`written_out`."""
+        if self._map is not None:
+            self._map.madvise(mmap.MADV_RANDOM)
 
     def written_out(self) -> None:
         """The appender moved on: readahead back to normal for readers of this segment."""

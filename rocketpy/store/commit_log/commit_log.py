@@ -203,6 +203,9 @@ class CommitLog:
         """Start the flush task; the log must be loaded and recovered."""
         self.flushed_offset = self.max_offset
         self.writable = True
+        last = self.mfq.last
+        if last is not None and not last.is_full:
+            last.appending()  # a recovered segment is appended to as a new one is
         self.preallocate()
         self._task = asyncio.get_running_loop().create_task(
             self._flush_loop(), name="store/commitlog-flush"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,51 @@ def test_mapped_file_append_overflow(tmp_path: Path) -> None:
     assert mf.remaining == 96
     mf.destroy()
     assert not mf.path.exists()
+
+
+def _can_fallocate(directory: Path) -> bool:
+    probe = directory / "probe"
+    fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        probe.unlink()
+    return True
+
+
+def _vm_flags(path: Path) -> set[str]:
+    """The VmFlags of this process's mapping of ``path`` (/proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(str(path)):
+            for detail in lines[i + 1 :]:
+                if detail.startswith("VmFlags:"):
+                    return set(detail.split()[1:])
+    raise AssertionError(f"{path} is not mapped")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc smaps")
+def test_appended_segment_is_allocated_and_read_ahead_off_until_written_out(
+    tmp_path: Path,
+) -> None:
+    """1. Create a 1 MiB segment through a queue built with ``allocate`` (the commit log's) and
+    one without. 2. Call ``written_out`` on the first.
+    Expected: the allocated one has all its blocks on disk and its mapping is marked random
+    read (``rr``) until written_out; the other is sparse and never marked."""
+    size = 1024 * 1024
+    appended = MappedFileQueue(tmp_path / "a", size, allocate=True).create_next(0)
+    plain = MappedFileQueue(tmp_path / "p", size).create_next(0)
+    try:
+        if _can_fallocate(tmp_path):
+            assert appended.path.stat().st_blocks * 512 >= size
+        assert plain.path.stat().st_blocks == 0
+        assert "rr" in _vm_flags(appended.path)
+        assert "rr" not in _vm_flags(plain.path)
+        appended.written_out()
+        assert "rr" not in _vm_flags(appended.path)
+    finally:
+        appended.close()
+        plain.close()
