@@ -224,6 +224,10 @@ class Connection(asyncio.Protocol):
         if self._pos >= _COMPACT_AT or self._pos == len(buf):
             del buf[: self._pos]
             self._pos = 0
+        if self._out:
+            # What these frames answered goes out now, not a loop turn later (one epoll and
+            # one turn less per request when few are in flight).
+            self._write_out()
 
     def _drain_frames(self) -> None:
         buf = self._buf
