@@ -135,7 +135,7 @@ async def test_autoswitch_old_master_truncates_and_rejoins(tmp_path: Path) -> No
         assert _bytes(a.store, 0, end2) == _bytes(b.store, 0, end2)
         pairs = [(e.epoch, e.start_offset) for e in a.epochs.entries()]
         assert pairs == [(1, 0), (2, end1)]
-        await wait_until(lambda: a.store.reput.reput_from == end2, 5)
+        await wait_until(lambda: a.store.reput.reput_from == b.store.reput.reput_from == end2, 5)
         for q in (0, 1):
             assert a.store.max_offset_in_queue("AsTopic", q) == b.store.max_offset_in_queue(
                 "AsTopic", q
