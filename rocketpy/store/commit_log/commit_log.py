@@ -14,9 +14,10 @@ import dataclasses
 import enum
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 from zlib import crc32
 
 import structlog
@@ -100,8 +101,8 @@ class AppendResult:
     msg_num: int = 0
 
 
-def _queue_key(topic: str, queue_id: int) -> str:
-    return f"{topic}-{queue_id}"
+#: What an append takes: one message or a batch.
+_M = TypeVar("_M", "MessageToStore", list["MessageToStore"])
 
 
 class CommitLog:
@@ -223,68 +224,57 @@ class CommitLog:
         await self._drop_ahead()
         self._waiters.cancel_all()
 
-    async def put_message(self, msg: MessageToStore) -> AppendResult:
-        """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush."""
+    def put_message(self, msg: MessageToStore) -> Coroutine[Any, Any, AppendResult]:
+        """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush
+        (the shared coroutine itself: no frame of ours per message)."""
+        return self._put(self._append_nowait, msg, msg.wait_store)
+
+    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
+        """:meth:`put_message` when no await is needed: None, with nothing written, when it would
+        wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
+        return self._put_nowait(self._append_nowait, msg)
+
+    def put_messages(self, msgs: list[MessageToStore]) -> Coroutine[Any, Any, AppendResult]:
+        """Append messages as consecutive records of one segment (a batch: consecutive queue
+        offsets); a batch that does not fit the current segment goes whole to the next, as
+        upstream's encoded batch. The batch waits as its first message says."""
+        return self._put(self._append_batch_nowait, msgs, msgs[0].wait_store if msgs else True)
+
+    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
+        """:meth:`put_messages` when no await is needed (see :meth:`put_message_nowait`)."""
+        return self._put_nowait(self._append_batch_nowait, msgs)
+
+    async def _put(
+        self, append: Callable[[_M], AppendResult | None], what: _M, wait_store: bool
+    ) -> AppendResult:
         if not self.writable or self.disk_full:
-            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
-        result = self._append_nowait(msg)
+            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        result = append(what)
         while result is None:
             await self._roll()
-            result = self._append_nowait(msg)
+            result = append(what)
         if result.status is not PutStatus.PUT_OK:
             return result
         self._on_append()
-        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            # _await_flush inlined: one coroutine frame less per message.
+        if self.sync_flush:
             end = result.wrote_offset + result.wrote_bytes
             if self.flushed_offset < end:
                 self._wake.set()
-                if msg.wait_store and not await self._waiters.future(
+                if wait_store and not await self._waiters.future(
                     end, self.config.sync_flush_timeout / 1000
                 ):
                     log.warning("flush disk timeout", offset=end)
                     return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
-    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
-        """:meth:`put_message` when no await is needed: None, with nothing written, when it would
-        wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
+    def _put_nowait(
+        self, append: Callable[[_M], AppendResult | None], what: _M
+    ) -> AppendResult | None:
         if self.sync_flush:
             return None
         if not self.writable or self.disk_full:
-            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
-        result = self._append_nowait(msg)
-        if result is not None and result.status is PutStatus.PUT_OK:
-            self._on_append()
-        return result
-
-    async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
-        """Append messages as consecutive records of one segment (a batch: consecutive queue
-        offsets); a batch that does not fit the current segment goes whole to the next, as
-        upstream's encoded batch."""
-        if not self.writable or self.disk_full:
-            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
-        result = self._append_batch_nowait(msgs)
-        while result is None:
-            await self._roll()
-            result = self._append_batch_nowait(msgs)
-        if result.status is not PutStatus.PUT_OK:
-            return result
-        self._on_append()
-        if self.sync_flush:
-            end = result.wrote_offset + result.wrote_bytes
-            status = await self._await_flush(end, wait=msgs[0].wait_store)
-            if status is not PutStatus.PUT_OK:
-                return dataclasses.replace(result, status=status)
-        return result
-
-    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
-        """:meth:`put_messages` when no await is needed (see :meth:`put_message_nowait`)."""
-        if self.sync_flush:
-            return None
-        if not self.writable or self.disk_full:
-            return AppendResult(status=PutStatus.SERVICE_NOT_AVAILABLE)
-        result = self._append_batch_nowait(msgs)
+            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        result = append(what)
         if result is not None and result.status is PutStatus.PUT_OK:
             self._on_append()
         return result
@@ -343,8 +333,7 @@ class CommitLog:
     def _append_nowait(self, m: MessageToStore) -> AppendResult | None:
         """Encode ``m`` straight into the current segment; None when a new one is needed.
 
-        No await from the offset assignment to the write: the loop is the only writer. The
-        whole append is inlined here (one ``pack_into``, a tuple hint): it runs per message.
+        No await from the offset assignment to the write: the loop is the only writer.
         """
         files = self.mfq.files
         if not files:
@@ -370,43 +359,18 @@ class CommitLog:
         if props_len > MAX_PROPERTIES_BYTES:
             return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         born = pack_address(m.born_host)
-        store = self._store_host_bytes
-        store_v6 = self._store_v6_flag
         topic_len = len(topic)
-        st = record_struct(len(born), len(store), body_len, topic_len, props_len, topic_len > 127)
+        st = record_struct(
+            len(born), len(self._store_host_bytes), body_len, topic_len, props_len, topic_len > 127
+        )
         size = st.size
         if size + BLANK_SIZE > size_limit - pos:
             fits = self._room(mf, pos, size)
             return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
-        buf = mf.buffer
         now = self.clock.wall_ms()
-        wrote = mf.file_from_offset + pos
-        queue_id = m.queue_id
-        sys_flag = m.sys_flag
-        key = f"{topic_text}-{queue_id}"
-        tx = sys_flag & TRANSACTION_TYPE_MASK
-        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            queue_offset = 0
-        else:
-            table = self.topic_queue_table
-            queue_offset = table.get(key, 0)
-            table[key] = queue_offset + 1
-        st.pack_into(
-            buf, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
-            crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, wrote,
-            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | store_v6, m.born_timestamp, born, now, store,
-            m.reconsume_times, m.prepared_transaction_offset, body_len, body, topic_len, topic,
-            props_len, props,
-        )  # fmt: skip
-        mf.wrote_position = pos + size
+        queue_offset = self._place(mf, pos, m, topic, props, born, st, now)
         self.last_store_timestamp = now
-        hints = self.dispatch_hints
-        if len(hints) < MAX_DISPATCH_HINTS:
-            hints.append((
-                wrote, size, topic_text, queue_id, queue_offset, now, text, sys_flag,
-                m.prepared_transaction_offset,
-            ))  # fmt: skip
+        wrote = mf.file_from_offset + pos
         return AppendResult(
             PutStatus.PUT_OK, wrote, size, f"{self._msg_id_prefix}{wrote:016X}", queue_offset,
             now, 1,
@@ -487,9 +451,9 @@ class CommitLog:
         st: struct.Struct,
         now: int,
     ) -> int:
-        """Write one batch record at ``pos`` (room checked) with ``st`` (its
-        :func:`record_struct`), assign its queue offset (returned) and queue its dispatch
-        hint; :meth:`_append_nowait` is the same, inlined."""  # fmt: skip
+        """Write one record at ``pos`` (room checked) with ``st`` (its :func:`record_struct`),
+        assign its queue offset (returned) and queue its dispatch hint: one ``pack_into`` and
+        a tuple, for single and batch appends alike."""  # fmt: skip
         sys_flag = m.sys_flag
         tx = sys_flag & TRANSACTION_TYPE_MASK
         key = f"{m.topic}-{m.queue_id}"
@@ -559,17 +523,6 @@ class CommitLog:
         if ahead is not None:
             mf = await ahead
             await asyncio.get_running_loop().run_in_executor(self._alloc_executor, mf.destroy)
-
-    async def _await_flush(self, end: int, *, wait: bool) -> PutStatus:
-        if self.flushed_offset >= end:
-            return PutStatus.PUT_OK
-        self._wake.set()
-        if not wait:
-            return PutStatus.PUT_OK
-        if await self._waiters.future(end, self.config.sync_flush_timeout / 1000):
-            return PutStatus.PUT_OK
-        log.warning("flush disk timeout", offset=end)
-        return PutStatus.FLUSH_DISK_TIMEOUT
 
     async def _flush_once(self) -> None:
         target = self.max_offset
