@@ -125,14 +125,18 @@ class BrokerMetrics:
             row = self.queues[(topic, queue_id)] = [0, 0, 0, 0]
         return row
 
+    def _size_histogram(self, topic: str) -> Histogram:
+        hist = self.message_size.get(topic)
+        if hist is None:
+            hist = self.message_size[topic] = Histogram(tuple(map(float, SIZE_BOUNDS_BYTES)))
+        return hist
+
     def record_put(self, topic: str, queue_id: int, nbytes: int) -> None:
         """One message of ``nbytes`` body bytes was stored in a queue."""
         row = self._row(topic, queue_id)
         row[_PUT_MSGS] += 1
         row[_PUT_BYTES] += nbytes
-        hist = self.message_size.get(topic)
-        if hist is None:
-            hist = self.message_size[topic] = Histogram(tuple(map(float, SIZE_BOUNDS_BYTES)))
+        hist = self._size_histogram(topic)
         hist.observe(nbytes)
 
     def record_puts(self, topic: str, queue_id: int, sizes: list[int]) -> None:
@@ -141,9 +145,7 @@ class BrokerMetrics:
         row = self._row(topic, queue_id)
         row[_PUT_MSGS] += len(sizes)
         row[_PUT_BYTES] += sum(sizes)
-        hist = self.message_size.get(topic)
-        if hist is None:
-            hist = self.message_size[topic] = Histogram(tuple(map(float, SIZE_BOUNDS_BYTES)))
+        hist = self._size_histogram(topic)
         for size, count in Counter(sizes).items():
             hist.observe(size, count)
 

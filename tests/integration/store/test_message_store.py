@@ -146,6 +146,23 @@ async def test_message_store_sync_group_commit(tmp_path: Path) -> None:
         await store.stop()
 
 
+class _Recorder:
+    """A dispatcher that keeps every request it is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[DispatchRequest] = []
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        self.seen.append(request)
+
+
+def _record_dispatches(store: MessageStore) -> list[DispatchRequest]:
+    """Register a recording dispatcher on ``store`` (before start); its list of requests."""
+    recorder = _Recorder()
+    store.register_dispatcher(recorder)
+    return recorder.seen
+
+
 async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path) -> None:
     """1. Put 40 messages (rolling 4 KiB segments) and let the reput dispatch them from the
     append hints. 2. Scan every record back from the mapped files as recovery does.
@@ -154,13 +171,7 @@ async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path
     dropped records are gone and the queue holds the new bodies at offsets 20-24."""
     async with asyncio.timeout(30):
         store = MessageStore(_config(tmp_path))
-        seen: list[DispatchRequest] = []
-
-        class Recorder:
-            def dispatch(self, request: DispatchRequest) -> None:
-                seen.append(request)
-
-        store.register_dispatcher(Recorder())
+        seen = _record_dispatches(store)
         await store.start()
         for i in range(40):
             assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
@@ -297,13 +308,7 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
     queue holds 30 units and the reput is caught up."""
     async with asyncio.timeout(30):
         store = MessageStore(_config(tmp_path))
-        seen: list[DispatchRequest] = []
-
-        class Recorder:
-            def dispatch(self, request: DispatchRequest) -> None:
-                seen.append(request)
-
-        store.register_dispatcher(Recorder())
+        seen = _record_dispatches(store)
         await store.start()
         assert (await store.put_message(_msg(0))).status is PutStatus.PUT_OK
         await wait_until(lambda: len(seen) == 1, 5)
