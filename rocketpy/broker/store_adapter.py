@@ -18,9 +18,9 @@ import dataclasses
 import os
 import shutil
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -42,7 +42,7 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.commit_log import AppendResult
+from rocketpy.store.commit_log.commit_log import AppendResult, MessageBatch
 from rocketpy.store.commit_log.commit_log import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
@@ -114,20 +114,12 @@ def suggest_pulling_from_slave(max_phy_offset: int, pulled_phy_offset: int, limi
     return max_phy_offset - pulled_phy_offset > limit
 
 
-def _to_stores(msgs: Sequence[MessageToStore]) -> list[StoreMessage]:
-    """The store's form of ``msgs``; only the first one's ``WAIT`` is read (a batch waits as
-    its first message says)."""
-    return [_to_store(m, first=i == 0) for i, m in enumerate(msgs)]
-
-
-def _to_store(msg: MessageToStore, *, first: bool) -> StoreMessage:
+def _to_store(msg: MessageToStore) -> StoreMessage:
     text = msg.encoded_properties
-    wait = True
     if not text:
         text = encode_properties(msg.properties)
-        if first:
-            wait = msg.properties.get("WAIT", "true").lower() != "false"
-    elif first:
+        wait = msg.properties.get("WAIT", "true").lower() != "false"
+    else:
         value = property_value(text, "WAIT")
         wait = value is None or value.lower() != "false"
     return StoreMessage(
@@ -275,22 +267,24 @@ class MessageStoreAdapter:
 
     # -- writes ----------------------------------------------------------------------------
 
-    async def put_message(self, msg: MessageToStore) -> PutResult:
+    def put_message(self, msg: MessageToStore) -> Coroutine[Any, Any, PutResult]:
         """Append one message; a SYNC_MASTER then waits for its slaves (``handleHA``)."""
-        return await self.put_messages([msg])
+        stored = _to_store(msg)
+        return self._put(self.store.put_message, stored, stored.wait_store)
+
+    def put_batch(self, batch: MessageBatch) -> Coroutine[Any, Any, PutResult]:
+        """Append a batch with consecutive queue offsets, then wait as :meth:`put_message`."""
+        return self._put(self.store.put_batch, batch, batch.wait_store)
 
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
         to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
-        stored = _to_store(msg, first=True)  # no list: once per single send
+        stored = _to_store(msg)
         return self._put_nowait(stored.wait_store, self.store.put_message_nowait, stored)
 
-    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
-        """:meth:`put_messages` without awaiting, as :meth:`put_message_nowait`."""
-        stored = _to_stores(msgs)
-        if len(stored) == 1:
-            return self._put_nowait(stored[0].wait_store, self.store.put_message_nowait, stored[0])
-        return self._put_nowait(stored[0].wait_store, self.store.put_messages_nowait, stored)
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
+        """:meth:`put_batch` without awaiting, as :meth:`put_message_nowait`."""
+        return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
 
     def _put_nowait(
         self, wait_store: bool, append: Callable[[_T], AppendResult | None], stored: _T
@@ -309,25 +303,21 @@ class MessageStoreAdapter:
             return not self.auto_ha.can_accept()
         return self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset)
 
-    async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """Append a batch with consecutive queue offsets, then wait for slaves as configured."""
+    async def _put(
+        self, append: Callable[[_T], Awaitable[AppendResult]], stored: _T, wait_store: bool
+    ) -> PutResult:
         ha: DefaultHAService | AutoSwitchHAService | None = (
             self.auto_ha if self.auto_ha is not None else self.ha
         )
         if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
-        stored = _to_stores(msgs)
-        appended = await (
-            self.store.put_message(stored[0])
-            if len(stored) == 1
-            else self.store.put_messages(stored)
-        )
+        appended = await append(stored)
         result = _from_append(appended)
         if ha is None or result.status is not PutMessageStatus.PUT_OK:
             return result
         end = appended.wrote_offset + appended.wrote_bytes
         release_slot_early()  # the append is done; waiting for slaves holds no send slot
-        replica = await ha.handle_ha(end, wait_store=stored[0].wait_store)
+        replica = await ha.handle_ha(end, wait_store=wait_store)
         if replica is ReplicaStatus.PUT_OK:
             return result
         return dataclasses.replace(result, status=PutMessageStatus(replica.value))

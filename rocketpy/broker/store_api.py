@@ -3,7 +3,8 @@
 Owns: :class:`BrokerStore` (the calls processors and services make), :class:`MessageToStore`
 (``MessageExtBrokerInner``), :class:`PutResult`/:class:`PutMessageStatus` and
 :class:`GetResult`/:class:`GetMessageStatus` (store.md sections 3 and 10), and
-:class:`StoredMessage` (a decoded commit-log record). Mirrors the subset of upstream's
+:class:`StoredMessage` (a decoded commit-log record). A batch crosses as the store's own
+:class:`~rocketpy.store.commit_log.commit_log.MessageBatch`. Mirrors the subset of upstream's
 ``MessageStore`` interface the broker processors call. Must not: implement storage; the store
 package does (``store_adapter.py`` binds it to this Protocol).
 """
@@ -14,6 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
+
+# A batch crosses unchanged: its items' properties are already the record's text, so the
+# store's value type is the broker's (``MessageExtBatch``).
+from rocketpy.store.commit_log.commit_log import MessageBatch
 
 
 class PutMessageStatus(StrEnum):
@@ -178,8 +183,9 @@ class BrokerStore(Protocol):
         """Append one message (flush/replication wait per config)."""
         ...
 
-    async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """Append a batch to one queue with consecutive queue offsets."""
+    async def put_batch(self, batch: MessageBatch) -> PutResult:
+        """Append a batch to one queue with consecutive queue offsets; it waits (flush,
+        replicas) as ``batch.wait_store`` says."""
         ...
 
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
@@ -188,8 +194,8 @@ class BrokerStore(Protocol):
         to wait for); the caller then awaits :meth:`put_message`."""
         ...
 
-    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
-        """:meth:`put_messages` when it needs no await, as :meth:`put_message_nowait`."""
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
+        """:meth:`put_batch` when it needs no await, as :meth:`put_message_nowait`."""
         ...
 
     def get_message(

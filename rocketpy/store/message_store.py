@@ -19,7 +19,12 @@ import structlog
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
-from rocketpy.store.commit_log.commit_log import AppendResult, CommitLog, MessageToStore
+from rocketpy.store.commit_log.commit_log import (
+    AppendResult,
+    CommitLog,
+    MessageBatch,
+    MessageToStore,
+)
 from rocketpy.store.commit_log.record import (
     INT32,
     TRANSACTION_PREPARED_TYPE,
@@ -224,13 +229,13 @@ class MessageStore:
         """:meth:`put_message` if it needs no await, else None with nothing written."""
         return self.commit_log.put_message_nowait(msg)
 
-    async def put_messages(self, msgs: list[MessageToStore]) -> AppendResult:
-        """Append a batch with consecutive queue offsets."""
-        return await self.commit_log.put_messages(msgs)
+    def put_batch(self, batch: MessageBatch) -> Awaitable[AppendResult]:
+        """Append a batch with consecutive queue offsets (the commit log's coroutine)."""
+        return self.commit_log.put_batch(batch)
 
-    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
-        """:meth:`put_messages` if it needs no await, else None with nothing written."""
-        return self.commit_log.put_messages_nowait(msgs)
+    def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
+        """:meth:`put_batch` if it needs no await, else None with nothing written."""
+        return self.commit_log.put_batch_nowait(batch)
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = ConsumeQueue(

@@ -38,6 +38,7 @@ from rocketpy.remoting.protocol.headers.broker import (
     decode_send_header,
 )
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
+from rocketpy.store.commit_log.commit_log import MessageBatch
 from rocketpy.store.commit_log.record import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -445,55 +446,51 @@ class SendMessageProcessor:
         sys_flag = h.sys_flag
         if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
             sys_flag |= MULTI_TAGS_FLAG
-        born_host = _parse_host(ctx.channel.peer)
-        msgs: list[MessageToStore] = []
+        items: list[tuple[int, bytes, str]] = []
         uniqs: list[str] = []
-        for entry in entries:
-            msg = MessageToStore(
-                topic=h.topic,
-                queue_id=queue_id,
-                body=entry.body,
-                flag=entry.flag,
-                sys_flag=sys_flag,
-                born_timestamp=h.born_timestamp,
-                born_host=born_host,
-                store_host=rt.store_host,
-                reconsume_times=h.reconsume_times or 0,
-            )
-            fast = self._fast_properties(entry.properties)
+        fast_properties = self._fast_properties
+        for flag, item_body, sent in entries:
+            fast = fast_properties(sent)
             if fast is not None:
-                msg.encoded_properties, uniq = fast
+                text, uniq = fast
             else:
-                msg.properties = self._batch_properties(entry.properties)
-                if _props_too_large(msg.properties):
+                props = self._batch_properties(sent)
+                if _props_too_large(props):
                     return illegal(self.illegal_remark())
-                uniq = msg.properties[MessageConst.UNIQ_KEY]
-            msgs.append(msg)
+                text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
+            items.append((flag, item_body, text))
             uniqs.append(uniq)
-        result = rt.store.put_messages_nowait(msgs)
+        wait = property_value(items[0][2], MessageConst.WAIT)
+        batch = MessageBatch(
+            topic=h.topic,
+            queue_id=queue_id,
+            items=items,
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=_parse_host(ctx.channel.peer),
+            reconsume_times=h.reconsume_times or 0,
+            wait_store=wait is None or wait.lower() != "false",
+        )
+        result = rt.store.put_batch_nowait(batch)
         if result is None:
-            return self._timed(self._put_batch(request, msgs, queue_id, uniqs), started)
-        return self._stored_batch(request, msgs, result, queue_id, uniqs)
+            return self._timed(self._put_batch(request, batch, uniqs), started)
+        return self._stored_batch(request, batch, result, uniqs)
 
     async def _put_batch(
-        self, request: RemotingCommand, msgs: list[MessageToStore], queue_id: int, uniqs: list[str]
+        self, request: RemotingCommand, batch: MessageBatch, uniqs: list[str]
     ) -> RemotingCommand:
-        result = await self._rt.store.put_messages(msgs)
-        return self._stored_batch(request, msgs, result, queue_id, uniqs)
+        result = await self._rt.store.put_batch(batch)
+        return self._stored_batch(request, batch, result, uniqs)
 
     def _stored_batch(
-        self,
-        request: RemotingCommand,
-        msgs: list[MessageToStore],
-        result: PutResult,
-        queue_id: int,
-        uniqs: list[str],
+        self, request: RemotingCommand, batch: MessageBatch, result: PutResult, uniqs: list[str]
     ) -> RemotingCommand:
         rt = self._rt
         if result.stored:
-            rt.stats.inc_put(len(msgs))
-            rt.metrics.record_puts(msgs[0].topic, queue_id, [len(m.body) for m in msgs])
-        return self._put_response(request, result, queue_id, ",".join(uniqs))
+            rt.stats.inc_put(len(batch.items))
+            sizes = [len(body) for _, body, _ in batch.items]
+            rt.metrics.record_puts(batch.topic, batch.queue_id, sizes)
+        return self._put_response(request, result, batch.queue_id, ",".join(uniqs))
 
     def _batch_properties(self, text: str) -> dict[str, str]:
         """A batch item's properties, decoded, with the broker's additions where the message

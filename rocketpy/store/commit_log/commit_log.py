@@ -57,6 +57,14 @@ _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 
 
+def _takes_no_queue_offset(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction records: queue offset 0, no consume-queue unit."""
+    return sys_flag & TRANSACTION_TYPE_MASK in (
+        TRANSACTION_PREPARED_TYPE,
+        TRANSACTION_ROLLBACK_TYPE,
+    )
+
+
 class PutStatus(enum.Enum):
     """``PutMessageStatus`` values this store produces."""
 
@@ -101,8 +109,25 @@ class AppendResult:
     msg_num: int = 0
 
 
+# Not frozen: one per batch send. Treat as read-only.
+@dataclass(slots=True, kw_only=True)
+class MessageBatch:
+    """``MessageExtBatch``: the messages of one SEND_BATCH_MESSAGE, for one queue. Everything
+    but each message's flag, body and properties text is shared, and encoded once. ``items``
+    are ``(flag, body, properties text)``: :class:`BatchItem` s or plain tuples."""
+
+    topic: str
+    queue_id: int
+    items: list[tuple[int, bytes, str]]
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: Address = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    wait_store: bool = True
+
+
 #: What an append takes: one message or a batch.
-_M = TypeVar("_M", "MessageToStore", list["MessageToStore"])
+_M = TypeVar("_M", "MessageToStore", "MessageBatch")
 
 
 class CommitLog:
@@ -234,15 +259,15 @@ class CommitLog:
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
 
-    def put_messages(self, msgs: list[MessageToStore]) -> Coroutine[Any, Any, AppendResult]:
-        """Append messages as consecutive records of one segment (a batch: consecutive queue
-        offsets); a batch that does not fit the current segment goes whole to the next, as
-        upstream's encoded batch. The batch waits as its first message says."""
-        return self._put(self._append_batch_nowait, msgs, msgs[0].wait_store if msgs else True)
+    def put_batch(self, batch: MessageBatch) -> Coroutine[Any, Any, AppendResult]:
+        """Append a batch as consecutive records of one segment with consecutive queue offsets;
+        a batch that does not fit the current segment goes whole to the next, as upstream's
+        encoded batch."""
+        return self._put(self._append_batch_nowait, batch, batch.wait_store)
 
-    def put_messages_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
-        """:meth:`put_messages` when no await is needed (see :meth:`put_message_nowait`)."""
-        return self._put_nowait(self._append_batch_nowait, msgs)
+    def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
+        """:meth:`put_batch` when no await is needed (see :meth:`put_message_nowait`)."""
+        return self._put_nowait(self._append_batch_nowait, batch)
 
     async def _put(
         self, append: Callable[[_M], AppendResult | None], what: _M, wait_store: bool
@@ -348,11 +373,7 @@ class CommitLog:
         if body_len > self.config.max_message_size:
             return AppendResult(PutStatus.MESSAGE_ILLEGAL)
         topic_text = m.topic
-        topic = self._topic_bytes.get(topic_text)
-        if topic is None:
-            if len(self._topic_bytes) >= _MAX_TOPIC_BYTES:
-                self._topic_bytes.clear()
-            topic = self._topic_bytes[topic_text] = topic_text.encode()
+        topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
         text = m.properties
         props = text.encode()
         props_len = len(props)
@@ -368,7 +389,14 @@ class CommitLog:
             fits = self._room(mf, pos, size)
             return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
-        queue_offset = self._place(mf, pos, m, topic, props, born, st, now)
+        sys_flag = m.sys_flag
+        queue_id = m.queue_id
+        queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, 1)
+        self._place(
+            mf, pos, st, topic_text, topic, queue_id, m.flag, body, text, props, queue_offset,
+            sys_flag, m.born_timestamp, born, now, m.reconsume_times,
+            m.prepared_transaction_offset,
+        )  # fmt: skip
         self.last_store_timestamp = now
         wrote = mf.file_from_offset + pos
         return AppendResult(
@@ -376,35 +404,35 @@ class CommitLog:
             now, 1,
         )  # fmt: skip
 
-    def _append_batch_nowait(self, msgs: list[MessageToStore]) -> AppendResult | None:
+    def _append_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
         """:meth:`_append_nowait` for a batch: every record in the current segment, or none
-        (None: a new segment is needed; the whole batch goes there)."""
+        (None: a new segment is needed; the whole batch goes there). What the records share
+        (topic, queue, hosts, flags) is encoded once."""
         mf = self.mfq.last
         if mf is None or mf.wrote_position >= mf.size:
             return None
-        if not msgs:
+        items = batch.items
+        if not items:
             return AppendResult(PutStatus.MESSAGE_ILLEGAL)
         max_body = self.config.max_message_size
-        store = self._store_host_bytes
-        store_len = len(store)
-        encoded: list[tuple[MessageToStore, bytes, bytes, bytes, struct.Struct]] = []
+        topic_text = batch.topic
+        topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
+        topic_len = len(topic)
+        v2 = topic_len > 127
+        born = pack_address(batch.born_host)
+        born_len = len(born)
+        store_len = len(self._store_host_bytes)
+        encoded: list[tuple[int, bytes, str, bytes, struct.Struct]] = []
         total = 0
-        topic_text, topic = "", b""
-        for m in msgs:
-            body_len = len(m.body)
+        for flag, body, text in items:
+            body_len = len(body)
             if body_len > max_body:
                 return AppendResult(PutStatus.MESSAGE_ILLEGAL)
-            props = m.properties.encode()
+            props = text.encode()
             if len(props) > MAX_PROPERTIES_BYTES:
                 return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            if m.topic != topic_text:
-                topic_text, topic = m.topic, m.topic.encode()
-            born = pack_address(m.born_host)
-            topic_len = len(topic)
-            st = record_struct(
-                len(born), store_len, body_len, topic_len, len(props), topic_len > 127
-            )
-            encoded.append((m, topic, props, born, st))
+            st = record_struct(born_len, store_len, body_len, topic_len, len(props), v2)
+            encoded.append((flag, body, text, props, st))
             total += st.size
         start = mf.wrote_position
         fits = self._room(mf, start, total)
@@ -413,20 +441,45 @@ class CommitLog:
         now = self.clock.wall_ms()
         base = mf.file_from_offset
         prefix = self._msg_id_prefix
+        queue_id = batch.queue_id
+        sys_flag = batch.sys_flag
+        born_timestamp = batch.born_timestamp
+        reconsume = batch.reconsume_times
+        first = queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, len(items))
+        step = 0 if _takes_no_queue_offset(sys_flag) else 1
         ids: list[str] = []
-        first_queue_offset = -1
         pos = start
-        for m, topic, props, born, st in encoded:
-            queue_offset = self._place(mf, pos, m, topic, props, born, st, now)
-            if first_queue_offset < 0:
-                first_queue_offset = queue_offset
+        place = self._place
+        for flag, body, text, props, st in encoded:
+            place(
+                mf, pos, st, topic_text, topic, queue_id, flag, body, text, props, queue_offset,
+                sys_flag, born_timestamp, born, now, reconsume, 0,
+            )  # fmt: skip
             ids.append(f"{prefix}{base + pos:016X}")
             pos += st.size
+            queue_offset += step
         self.last_store_timestamp = now
         return AppendResult(
-            PutStatus.PUT_OK, base + start, total, ",".join(ids), first_queue_offset, now,
-            len(msgs),
+            PutStatus.PUT_OK, base + start, total, ",".join(ids), first, now, len(items),
         )  # fmt: skip
+
+    def _topic_of(self, topic_text: str) -> bytes:
+        """``topic_text`` encoded, remembered (bounded: a broker has few topics)."""
+        if len(self._topic_bytes) >= _MAX_TOPIC_BYTES:
+            self._topic_bytes.clear()
+        topic = self._topic_bytes[topic_text] = topic_text.encode()
+        return topic
+
+    def _take_queue_offsets(self, topic: str, queue_id: int, sys_flag: int, count: int) -> int:
+        """Assign ``count`` consecutive queue offsets of ``topic``-``queue_id``; the first is
+        returned. Prepared and rolled-back transaction records take none (offset 0)."""
+        if _takes_no_queue_offset(sys_flag):
+            return 0
+        key = f"{topic}-{queue_id}"
+        table = self.topic_queue_table
+        first = table.get(key, 0)
+        table[key] = first + count
+        return first
 
     @staticmethod
     def _room(mf: MappedFile, pos: int, size: int) -> bool | None:
@@ -444,47 +497,43 @@ class CommitLog:
         self,
         mf: MappedFile,
         pos: int,
-        m: MessageToStore,
-        topic: bytes,
-        props: bytes,
-        born: bytes,
         st: struct.Struct,
+        topic_text: str,
+        topic: bytes,
+        queue_id: int,
+        flag: int,
+        body: bytes,
+        text: str,
+        props: bytes,
+        queue_offset: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born: bytes,
         now: int,
-    ) -> int:
-        """Write one record at ``pos`` (room checked) with ``st`` (its :func:`record_struct`),
-        assign its queue offset (returned) and queue its dispatch hint: one ``pack_into`` and
-        a tuple, for single and batch appends alike."""  # fmt: skip
-        sys_flag = m.sys_flag
-        tx = sys_flag & TRANSACTION_TYPE_MASK
-        key = f"{m.topic}-{m.queue_id}"
-        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            queue_offset = 0
-        else:
-            table = self.topic_queue_table
-            queue_offset = table.get(key, 0)
-            table[key] = queue_offset + 1
+        reconsume_times: int,
+        prepared_offset: int,
+    ) -> None:
+        """Write one record at ``pos`` (room checked) with ``st`` (its :func:`record_struct`)
+        and queue its dispatch hint: one ``pack_into`` and a tuple, for single and batch
+        appends alike."""  # fmt: skip
         wrote = mf.file_from_offset + pos
-        store = self._store_host_bytes
-        store_v6 = self._store_v6_flag
         size = st.size
         topic_len = len(topic)
-        body = m.body
         st.pack_into(
             mf.buffer, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
-            crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, queue_offset, wrote,
+            crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, wrote,
             (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | store_v6, m.born_timestamp, born, now, store,
-            m.reconsume_times, m.prepared_transaction_offset, len(body), body, topic_len, topic,
-            len(props), props,
+            | self._store_v6_flag, born_timestamp, born, now, self._store_host_bytes,
+            reconsume_times, prepared_offset, len(body), body, topic_len, topic, len(props),
+            props,
         )  # fmt: skip
         mf.wrote_position = pos + size
         hints = self.dispatch_hints
         if len(hints) < MAX_DISPATCH_HINTS:
             hints.append((
-                wrote, size, m.topic, m.queue_id, queue_offset, now, m.properties, sys_flag,
-                m.prepared_transaction_offset,
+                wrote, size, topic_text, queue_id, queue_offset, now, text, sys_flag,
+                prepared_offset,
             ))  # fmt: skip
-        return queue_offset
 
     async def _roll(self) -> None:
         """Make a writable last segment: the preallocated one when it fits, else a new one."""

@@ -45,7 +45,7 @@ import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from typing_extensions import Buffer
 
@@ -528,9 +528,9 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageRecord]:
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchItem:
-    """One message of a SEND_BATCH_MESSAGE body."""
+class BatchItem(NamedTuple):
+    """One message of a SEND_BATCH_MESSAGE body (a tuple: one per batched message, built and
+    unpacked on the send path)."""
 
     flag: int
     body: bytes
@@ -552,36 +552,41 @@ def encode_batch_body(items: list[BatchItem]) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch_body(buf: bytes | bytearray | memoryview) -> list[BatchItem]:
-    """Split a batch send body (section 5).
+def decode_batch_body(buf: bytes | bytearray | memoryview) -> list[tuple[int, bytes, str]]:
+    """Split a batch send body (section 5) into ``(flag, body, properties text)`` tuples (the
+    fields of :class:`BatchItem`; plain tuples: one per batched message on the send path).
 
     Raises:
         RecordError: a length field points past the end or disagrees with TOTALSIZE.
     """
-    view = memoryview(buf)
-    out: list[BatchItem] = []
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    end_of_data = len(data)
+    head = BATCH_HEAD.unpack_from
+    head_size = BATCH_HEAD.size
+    int16 = INT16.unpack_from
+    out: list[tuple[int, bytes, str]] = []
     pos = 0
-    while pos < len(view):
-        if pos + BATCH_HEAD.size > len(view):
+    while pos < end_of_data:
+        if pos + head_size > end_of_data:
             raise RecordError("truncated batch item header", field="TOTALSIZE", offset=pos)
-        total, _, _, flag, body_len = BATCH_HEAD.unpack_from(view, pos)
-        body_at = pos + BATCH_HEAD.size
-        if body_len < 0 or body_at + body_len + 2 > len(view):
+        total, _, _, flag, body_len = head(data, pos)
+        body_at = pos + head_size
+        body_end = body_at + body_len
+        if body_len < 0 or body_end + 2 > end_of_data:
             raise RecordError(f"body length {body_len}", field="BODYLEN", offset=pos + 16)
-        (props_len,) = INT16.unpack_from(view, body_at + body_len)
-        props_at = body_at + body_len + 2
-        if props_len < 0 or props_at + props_len > len(view):
+        (props_len,) = int16(data, body_end)
+        props_at = body_end + 2
+        end = props_at + props_len
+        if props_len < 0 or end > end_of_data:
             raise RecordError(f"properties length {props_len}", field="PROPLEN", offset=props_at)
-        if total != props_at + props_len - pos:
+        if total != end - pos:
             raise RecordError(f"total size {total} disagrees", field="TOTALSIZE", offset=pos)
         try:
-            props = bytes(view[props_at : props_at + props_len]).decode()
+            props = data[props_at:end].decode()
         except UnicodeDecodeError as exc:
             raise RecordError("properties not UTF-8", field="PROPERTIES", offset=props_at) from exc
-        out.append(
-            BatchItem(flag=flag, body=bytes(view[body_at : body_at + body_len]), properties=props)
-        )
-        pos += total
+        out.append((flag, data[body_at:body_end], props))
+        pos = end
     return out
 
 

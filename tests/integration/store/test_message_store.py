@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from rocketpy.common.aio import wait_until
-from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
+from rocketpy.common.clock import ManualClock
+from rocketpy.store.commit_log.commit_log import MessageBatch, MessageToStore, PutStatus
 from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
@@ -34,6 +36,12 @@ def _msg(i: int, queue_id: int = 0) -> MessageToStore:
         topic="TopicTest", queue_id=queue_id, body=f"body-{i}".encode() * 10,
         properties=f"TAGS\x01tag{i % 2}\x02KEYS\x01k{i}\x02",
     )  # fmt: skip
+
+
+def _batch(numbers: Iterable[int]) -> MessageBatch:
+    """A batch of what :func:`_msg` would send for each number, to queue 0."""
+    items = [(0, m.body, m.properties) for m in map(_msg, numbers)]
+    return MessageBatch(topic="TopicTest", queue_id=0, items=items)
 
 
 async def test_message_store_put_get_roll_restart(tmp_path: Path) -> None:
@@ -257,8 +265,8 @@ async def test_message_store_dispatch_stops_at_confirm_offset_inside_record(tmp_
 
 async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
     """1. Start an ASYNC_FLUSH store with 4 KiB segments; put single messages until fewer than
-    1,500 bytes are left in the segment. 2. put_messages_nowait a batch of 10 (about 2 KiB).
-    3. put_messages the same batch. 4. put_messages a batch larger than a segment.
+    1,500 bytes are left in the segment. 2. put_batch_nowait a batch of 10 (about 2 KiB).
+    3. put_batch the same batch. 4. put_batch a batch larger than a segment.
     Expected: step 2 returns None and stores no record; step 3 stores all 10 at the start of
     the next segment, one result with the first queue offset, 10 msg ids and the whole length;
     the reput dispatches them and they read back in order; step 4 is MESSAGE_ILLEGAL and
@@ -276,10 +284,10 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
             if last.size - last.wrote_position < 1500:
                 break
         segments = len(store.commit_log.mfq.files)
-        batch = [_msg(100 + i) for i in range(10)]
-        assert store.put_messages_nowait(batch) is None
+        batch = _batch(range(100, 110))
+        assert store.put_batch_nowait(batch) is None
         assert store.commit_log.topic_queue_table["TopicTest-0"] == n
-        r = await store.put_messages(batch)
+        r = await store.put_batch(batch)
         assert r.status is PutStatus.PUT_OK
         assert (r.queue_offset, r.msg_num, len(r.msg_id.split(","))) == (n, 10, 10)
         assert len(store.commit_log.mfq.files) == segments + 1
@@ -287,14 +295,55 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
         assert r.wrote_offset + r.wrote_bytes == store.commit_log.max_offset
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == n + 10, 5)
         got = store.get_message("g", "TopicTest", 0, offset=n, max_count=20)
-        assert [decode_record(b).body for b in got.records] == [m.body for m in batch]
+        assert [decode_record(b).body for b in got.records] == [body for _, body, _ in batch.items]
 
         end = store.commit_log.max_offset
-        huge = [_msg(i) for i in range(60)]  # about 6 KiB of records
-        r2 = await store.put_messages(huge)
+        huge = _batch(range(60))  # about 6 KiB of records
+        r2 = await store.put_batch(huge)
         assert r2.status is PutStatus.MESSAGE_ILLEGAL
         assert store.commit_log.max_offset == end
         await store.stop()
+
+
+@pytest.mark.parametrize(
+    ("topic", "born_host"),
+    [("TopicTest", ("10.1.2.3", 5555)), ("T" * 130, ("::1", 6666))],
+    ids=["v1-ipv4", "v2-ipv6"],
+)
+async def test_message_store_batch_records_equal_single_records(
+    tmp_path: Path, topic: str, born_host: tuple[str, int]
+) -> None:
+    """1. Two stores on a manual clock; put 5 messages (different flags, bodies, properties,
+    all sharing topic, queue, sys flag, born time and host) one by one into the first. 2. Put
+    the same 5 as one batch into the second.
+    Expected: the commit logs are byte-identical (same offsets, queue offsets, store times,
+    CRCs, v1/v2 magic and v4/v6 host flags); the batch result carries the first queue offset,
+    all 5 msg ids (those of the single puts) and the whole length."""
+    async with asyncio.timeout(20):
+        bodies = [b"", b"a", b"bc" * 100, bytes(range(256)), b"z" * 1000]
+        texts = ["", "TAGS\x01t\x02", "KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02", "A\x01\u00e9\x02", ""]
+        shared = {"topic": topic, "queue_id": 3, "sys_flag": 0, "born_timestamp": 1234,
+                  "born_host": born_host, "reconsume_times": 2}  # fmt: skip
+        clock = ManualClock()
+        one = MessageStore(_config(tmp_path / "one"), clock=clock)
+        both = MessageStore(_config(tmp_path / "both"), clock=clock)
+        await one.start()
+        await both.start()
+        singles = []
+        for i, (body, text) in enumerate(zip(bodies, texts, strict=True)):
+            msg = MessageToStore(body=body, flag=i, properties=text, **shared)  # type: ignore[arg-type]
+            singles.append(await one.put_message(msg))
+        items = [(i, body, text) for i, (body, text) in enumerate(zip(bodies, texts, strict=True))]
+        r = await both.put_batch(MessageBatch(items=items, **shared))  # type: ignore[arg-type]
+        assert r.status is PutStatus.PUT_OK
+        assert (r.wrote_offset, r.queue_offset, r.msg_num) == (0, 0, 5)
+        assert r.msg_id == ",".join(s.msg_id for s in singles)
+        assert r.wrote_bytes == sum(s.wrote_bytes for s in singles)
+        end = one.commit_log.max_offset
+        assert both.commit_log.max_offset == end
+        assert both.commit_log.read_raw(0, end) == one.commit_log.read_raw(0, end)
+        await one.stop()
+        await both.stop()
 
 
 async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record(

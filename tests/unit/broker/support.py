@@ -5,7 +5,7 @@ processors over them without sockets."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
@@ -33,6 +33,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
+from rocketpy.store.commit_log.commit_log import MessageBatch
 from rocketpy.store.commit_log.record import (
     MessageRecord,
     decode_properties,
@@ -151,11 +152,21 @@ class MemStore:
         # is exercised by the integration tests).
         return None
 
-    def put_messages_nowait(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         return None
 
-    async def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        stored = [self._append(m) for m in msgs]
+    async def put_batch(self, batch: MessageBatch) -> PutResult:
+        stored = [
+            self._append(
+                MessageToStore(
+                    topic=batch.topic, queue_id=batch.queue_id, body=body, flag=flag,
+                    sys_flag=batch.sys_flag, born_timestamp=batch.born_timestamp,
+                    born_host=batch.born_host, reconsume_times=batch.reconsume_times,
+                    encoded_properties=text,
+                )
+            )
+            for flag, body, text in batch.items
+        ]  # fmt: skip
         return PutResult(
             status=PutMessageStatus.PUT_OK,
             wrote_offset=stored[0].commit_log_offset,
