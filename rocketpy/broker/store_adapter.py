@@ -50,17 +50,13 @@ from rocketpy.store.commit_log.record import (
     INT64,
     PHYSICAL_OFFSET_POS,
     SYSFLAG_POS,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
     Address,
     MessageRecord,
     decode_record,
     encode_properties,
     property_value,
-    transaction_type,
 )
 from rocketpy.store.config import MessageStoreConfig
-from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.message_store import MessageStore
 
@@ -153,27 +149,6 @@ def _from_append(result: AppendResult) -> PutResult:
     )
 
 
-class _ArrivalDispatcher:
-    """Calls the long-polling listeners for every dispatched (consumable) record."""
-
-    def __init__(self) -> None:
-        self.listeners: list[ArrivalListener] = []
-
-    def dispatch(self, request: DispatchRequest) -> None:
-        if transaction_type(request.sys_flag) in (
-            TRANSACTION_PREPARED_TYPE,
-            TRANSACTION_ROLLBACK_TYPE,
-        ):
-            return
-        for listener in self.listeners:
-            listener(
-                request.topic,
-                request.queue_id,
-                request.consume_queue_offset + 1,
-                request.tags_code,
-            )
-
-
 class MessageStoreAdapter:
     """A :class:`~rocketpy.broker.service.ManagedStore` over :class:`MessageStore`."""
 
@@ -196,7 +171,8 @@ class MessageStoreAdapter:
                 attaches its :class:`AutoSwitchHAService` to :attr:`auto_ha` instead.
         """
         self.config = config
-        self.store = MessageStore(config, clock=clock)
+        self._arrival_listeners: list[ArrivalListener] = []
+        self.store = MessageStore(config, clock=clock, on_arrival=self._arrived)
         # DefaultMessageStore owns its HAService upstream; so does this adapter.
         self.ha: DefaultHAService | None = None
         #: Controller mode: the AutoSwitch service the send path waits on (ha.md 3.8). The
@@ -215,8 +191,6 @@ class MessageStoreAdapter:
                 clock=clock,
             )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-index")
-        self._arrivals = _ArrivalDispatcher()
-        self.store.register_dispatcher(self._arrivals)
         self.index: IndexService | None = None
         if config.message_index_enable:
             self.index = IndexService(
@@ -455,7 +429,12 @@ class MessageStoreAdapter:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Long polling's wake-up hook: (topic, queue id, new max offset, tags code)."""
-        self._arrivals.listeners.append(listener)
+        self._arrival_listeners.append(listener)
+
+    def _arrived(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        """The reput's hook: a consumable record was dispatched."""
+        for listener in self._arrival_listeners:
+            listener(topic, queue_id, max_offset, tags_code)
 
     async def delete_topics(self, topics: set[str]) -> None:
         """``deleteTopics``: forget the topics' queues and delete their files off the loop."""

@@ -34,11 +34,9 @@ from rocketpy.store.commit_log.record import (
     MAGIC_V2,
     MAX_PROPERTIES_BYTES,
     STOREHOST_V6_FLAG,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
     Address,
     DispatchHint,
+    is_prepared_or_rollback,
     pack_address,
     record_struct,
 )
@@ -55,14 +53,6 @@ MAX_DISPATCH_HINTS = 65536
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-
-
-def _takes_no_queue_offset(sys_flag: int) -> bool:
-    """Prepared and rolled-back transaction records: queue offset 0, no consume-queue unit."""
-    return sys_flag & TRANSACTION_TYPE_MASK in (
-        TRANSACTION_PREPARED_TYPE,
-        TRANSACTION_ROLLBACK_TYPE,
-    )
 
 
 class PutStatus(enum.Enum):
@@ -446,7 +436,7 @@ class CommitLog:
         born_timestamp = batch.born_timestamp
         reconsume = batch.reconsume_times
         first = queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, len(items))
-        step = 0 if _takes_no_queue_offset(sys_flag) else 1
+        step = 0 if is_prepared_or_rollback(sys_flag) else 1
         ids: list[str] = []
         pos = start
         place = self._place
@@ -473,7 +463,7 @@ class CommitLog:
     def _take_queue_offsets(self, topic: str, queue_id: int, sys_flag: int, count: int) -> int:
         """Assign ``count`` consecutive queue offsets of ``topic``-``queue_id``; the first is
         returned. Prepared and rolled-back transaction records take none (offset 0)."""
-        if _takes_no_queue_offset(sys_flag):
+        if is_prepared_or_rollback(sys_flag):
             return 0
         key = f"{topic}-{queue_id}"
         table = self.topic_queue_table

@@ -114,6 +114,15 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_TYPE_MASK
 
 
+_UNCONSUMABLE_TYPES: Final = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
+
+
+def is_prepared_or_rollback(sys_flag: int) -> bool:
+    """A prepared or rolled-back transaction record: queue offset 0, no consume-queue unit,
+    never consumed."""
+    return sys_flag & TRANSACTION_TYPE_MASK in _UNCONSUMABLE_TYPES
+
+
 @functools.lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
     """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags.

@@ -30,6 +30,7 @@ from rocketpy.store.commit_log.record import (
     DispatchHint,
     body_crc,
     dispatch_properties,
+    is_prepared_or_rollback,
     keys_of,
     tags_code_of,
 )
@@ -38,7 +39,10 @@ from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
 
-ArrivalHook = Callable[[str, int, int], None]
+#: Told of every consumable record dispatched: (topic, queue id, the queue's new max offset,
+#: tags code) -- long polling's ``arriving``. Prepared and rolled-back transaction records are
+#: not consumable and not told.
+ArrivalHook = Callable[[str, int, int, int], None]
 #: Builds a record's consume-queue unit from (topic, queue id, commit-log offset, size, tags
 #: code, queue offset, store timestamp, sys flag): None when done synchronously, else what to
 #: await. Positional: called per record.
@@ -199,8 +203,10 @@ class ReputService:
             for d in self.dispatchers:
                 d.dispatch(req)
             self.reput_from += size
-            if notify and self.on_arrival is not None:
-                self.on_arrival(req.topic, req.queue_id, req.consume_queue_offset)
+            if notify and self.on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
+                self.on_arrival(
+                    req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code
+                )
 
     async def _dispatch_hints(self, put_cq: PutCq, bound: int, notify: bool) -> bool:
         """The common case, once per locally appended record: the run of hints that starts at
@@ -237,8 +243,8 @@ class ReputService:
                 for d in dispatchers:
                     d.dispatch(req)
             self.reput_from = offset = end
-            if on_arrival is not None:
-                on_arrival(topic, queue_id, queue_offset)
+            if on_arrival is not None and not is_prepared_or_rollback(sys_flag):
+                on_arrival(topic, queue_id, queue_offset + 1, tags)
         return offset < bound
 
     def _partial_tail(self, bound: int) -> bool:
