@@ -8,6 +8,8 @@ Owns: one benchmark run in ``--dir``. For each message size it measures, in this
   256 appends so the flush and reput tasks run), then how long the reput needs to catch up;
 * ``ASYNC_FLUSH + index``: the same with the IndexService registered, as a broker always runs it
   (``messageIndexEnable``), and a distinct ``UNIQ_KEY`` per message as clients send;
+* ``ASYNC_FLUSH, batches of N``: the first phase with ``--batch`` messages per ``put_batch``
+  (what a SEND_BATCH_MESSAGE costs the store), counted in messages;
 * ``SYSTEM SYNC_FLUSH``: ``--producers`` concurrent producers, each acknowledged only after its
   bytes are durable (group commit), with the number of fdatasync passes.
 
@@ -28,11 +30,18 @@ import pstats
 import shutil
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from rocketpy.common import aio
 from rocketpy.common.aio import wait_until
-from rocketpy.store.commit_log.commit_log import MessageToStore, PutStatus
+from rocketpy.store.commit_log.commit_log import (
+    AppendResult,
+    MessageBatch,
+    MessageToStore,
+    PutStatus,
+)
 from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
@@ -140,10 +149,18 @@ def _message(size: int, uniq_key: str = "") -> MessageToStore:
 
 
 async def bench_async(
-    root: Path, size: int, seconds: float, file_size: int, *, profile: bool, index: bool = False
+    root: Path,
+    size: int,
+    seconds: float,
+    file_size: int,
+    *,
+    profile: bool,
+    index: bool = False,
+    batch: int = 1,
 ) -> None:
     """One producer, ASYNC_FLUSH; with ``index``, the IndexService is a dispatcher and every
-    message has its own ``UNIQ_KEY`` (a pool of 4096, 32 hex digits as clients make them)."""
+    message has its own ``UNIQ_KEY`` (a pool of 4096, 32 hex digits as clients make them);
+    with ``batch`` > 1, messages go in batches of that many (SEND_BATCH_MESSAGE's store call)."""
     store = MessageStore(_config(root, "ASYNC_FLUSH", file_size))
     index_service = None
     if index:
@@ -152,10 +169,19 @@ async def bench_async(
         await index_service.start()
         store.register_dispatcher(index_service)
     await store.start()
-    msgs = [_message(size, f"{i:032X}" if index else "") for i in range(4096 if index else 1)]
-    put, put_nowait = store.put_message, store.put_message_nowait
+    msgs: list[Any] = [
+        _message(size, f"{i:032X}" if index else "") for i in range(4096 if index else 1)
+    ]
+    put: Callable[[Any], Awaitable[AppendResult]] = store.put_message
+    put_nowait: Callable[[Any], AppendResult | None] = store.put_message_nowait
     # Steady state: the queue's first consume-queue segment exists before the clock starts.
     await put(msgs[0])
+    if batch > 1:
+        m = msgs[0]
+        items = [(m.flag, m.body, m.properties)] * batch
+        msgs = [MessageBatch(topic=m.topic, queue_id=m.queue_id, items=items,
+                             born_host=m.born_host, born_timestamp=m.born_timestamp)]  # fmt: skip
+        put, put_nowait = store.put_batch, store.put_batch_nowait
     await wait_until(lambda: store.reput.behind() == 0, 10)
     count = 0
     before = rss_mib()
@@ -170,7 +196,7 @@ async def bench_async(
             r = put_nowait(msg) or await put(msg)
             if r.status is not PutStatus.PUT_OK:
                 raise SystemExit(f"put failed: {r.status}")
-        count += 256
+        count += 256 * batch
         await asyncio.sleep(0)
     elapsed = time.perf_counter() - start
     if prof is not None:
@@ -181,9 +207,10 @@ async def bench_async(
     await wait_until(lambda: store.reput.behind() == 0, 600)
     catch_up = time.perf_counter() - t0
     label = "ASYNC_FLUSH + index" if index else "ASYNC_FLUSH"
+    what = f"batches of {batch}" if batch > 1 else "1 producer"
     # The rate counts the reput's catch-up: an append is done once its consume-queue unit
     # (and index entries) are built, not when the producer loop has moved on.
-    _line(f"{label} {size} B, 1 producer", count, elapsed + catch_up, nbytes,
+    _line(f"{label} {size} B, {what}", count, elapsed + catch_up, nbytes,
           f"rss {before:.0f}->{rss_mib():.0f} MiB, reput behind {behind / _MIB:.1f} MiB at "
           f"the end, caught up in {catch_up:.2f}s (counted)")  # fmt: skip
     await store.stop()
@@ -252,13 +279,14 @@ async def run(args: argparse.Namespace) -> None:
         record = _record(size)
         ceiling_mmap(base, record, args.seconds, args.file_size)
         ceiling_fsync(base, record, args.seconds)
-        for name in ("async", "async-index", "sync"):
+        for name in ("async", "async-index", "async-batch", "sync"):
             root = base / f"{name}-{size}"
             shutil.rmtree(root, ignore_errors=True)
             if name.startswith("async"):
                 await bench_async(
                     root, size, args.seconds, args.file_size,
                     profile=args.profile, index=name == "async-index",
+                    batch=args.batch if name == "async-batch" else 1,
                 )  # fmt: skip
             else:
                 await bench_sync(root, size, args.seconds, args.file_size, args.producers)
@@ -277,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, action="append", help="body bytes (repeatable)")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--producers", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=32, help="messages per batch (batch phase)")
     parser.add_argument("--file-size", type=int, default=256 * _MIB, help="commit-log segment")
     parser.add_argument("--flat-gib", type=int, default=0, help="also append N GiB, print RSS")
     parser.add_argument("--profile", action="store_true", help="cProfile the ASYNC phases")
