@@ -3,7 +3,8 @@ client unique id. Pure.
 
 Owns: :class:`MessageConst` keys the broker reads or writes and :class:`UniqIdGenerator`
 (``MessageClientIDSetter``, message-format.md section 4.2). The properties string, offset message
-ids and the batch body are the store's (:mod:`rocketpy.store.commit_log.record`).
+ids and the batch body are the store's (:mod:`rocketpy.store.commit_log.properties`,
+:mod:`~rocketpy.store.commit_log.record`, :mod:`~rocketpy.store.commit_log.batch_body`).
 """
 
 from __future__ import annotations

@@ -42,8 +42,17 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.commit_log import AppendResult, MessageBatch
-from rocketpy.store.commit_log.commit_log import MessageToStore as StoreMessage
+from rocketpy.store.commit_log.properties import (
+    encode_properties,
+    property_value,
+)
+from rocketpy.store.commit_log.put_types import (
+    AppendResult,
+    MessageBatch,
+)
+from rocketpy.store.commit_log.put_types import (
+    MessageToStore as StoreMessage,
+)
 from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
     INT32,
@@ -53,8 +62,6 @@ from rocketpy.store.commit_log.record import (
     Address,
     MessageRecord,
     decode_record,
-    encode_properties,
-    property_value,
 )
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService

@@ -4,7 +4,7 @@ Owns: :class:`BrokerStore` (the calls processors and services make), :class:`Mes
 (``MessageExtBrokerInner``), :class:`PutResult`/:class:`PutMessageStatus` and
 :class:`GetResult`/:class:`GetMessageStatus` (store.md sections 3 and 10), and
 :class:`StoredMessage` (a decoded commit-log record). A batch crosses as the store's own
-:class:`~rocketpy.store.commit_log.commit_log.MessageBatch`. Mirrors the subset of upstream's
+:class:`~rocketpy.store.commit_log.put_types.MessageBatch`. Mirrors the subset of upstream's
 ``MessageStore`` interface the broker processors call. Must not: implement storage; the store
 package does (``store_adapter.py`` binds it to this Protocol).
 """
@@ -18,7 +18,9 @@ from typing import Protocol
 
 # A batch crosses unchanged: its items' properties are already the record's text, so the
 # store's value type is the broker's (``MessageExtBatch``).
-from rocketpy.store.commit_log.commit_log import MessageBatch
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+)
 
 
 class PutMessageStatus(StrEnum):

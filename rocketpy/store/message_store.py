@@ -20,8 +20,10 @@ from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import (
-    AppendResult,
     CommitLog,
+)
+from rocketpy.store.commit_log.put_types import (
+    AppendResult,
     MessageBatch,
     MessageToStore,
 )

@@ -36,7 +36,7 @@ from typing import Any
 
 from rocketpy.common import aio
 from rocketpy.common.aio import wait_until
-from rocketpy.store.commit_log.commit_log import (
+from rocketpy.store.commit_log.put_types import (
     AppendResult,
     MessageBatch,
     MessageToStore,

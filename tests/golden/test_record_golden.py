@@ -7,6 +7,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketpy.store.commit_log.properties import (
+    tags_code,
+)
 from rocketpy.store.commit_log.record import (
     MAGIC_V1,
     MAGIC_V2,
@@ -15,7 +18,6 @@ from rocketpy.store.commit_log.record import (
     check_record,
     decode_record,
     encode_record,
-    tags_code,
 )
 from rocketpy.store.consume_queue.reput import scan_record
 

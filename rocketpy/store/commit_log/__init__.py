@@ -1,1 +1,2 @@
-"""The CommitLog: record codec (``record.py``), append, flush and recovery."""
+"""The CommitLog: record codec (``record.py``, ``properties.py``, ``batch_body.py``), append,
+flush and recovery."""

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from zlib import crc32
 
@@ -25,6 +23,15 @@ import structlog
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
+from rocketpy.store.commit_log.properties import (
+    MAX_PROPERTIES_BYTES,
+)
+from rocketpy.store.commit_log.put_types import (
+    AppendResult,
+    MessageBatch,
+    MessageToStore,
+    PutStatus,
+)
 from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,
@@ -32,7 +39,6 @@ from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
     MAGIC_V1,
     MAGIC_V2,
-    MAX_PROPERTIES_BYTES,
     STOREHOST_V6_FLAG,
     Address,
     DispatchHint,
@@ -53,67 +59,6 @@ MAX_DISPATCH_HINTS = 65536
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-
-
-class PutStatus(enum.Enum):
-    """``PutMessageStatus`` values this store produces."""
-
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
-
-
-# Not frozen: one per put on the send path (a frozen ``__init__`` costs twice as much). Treat as
-# read-only.
-@dataclass(slots=True, kw_only=True)
-class MessageToStore:
-    """What a producer sent, before the broker assigns offsets and the store timestamp."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: Address = ("127.0.0.1", 0)
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    properties: str = ""
-    wait_store: bool = True
-
-
-# Not frozen: one per append, and a frozen ``__init__`` costs twice as much. Treat as read-only.
-# Positional fields: the append path builds one per message without keywords.
-@dataclass(slots=True)
-class AppendResult:
-    """Outcome of one put (a batch reports its first record's offsets and all msg ids)."""
-
-    status: PutStatus
-    wrote_offset: int = -1
-    wrote_bytes: int = 0
-    msg_id: str = ""
-    queue_offset: int = -1
-    store_timestamp: int = 0
-    msg_num: int = 0
-
-
-# Not frozen: one per batch send. Treat as read-only.
-@dataclass(slots=True, kw_only=True)
-class MessageBatch:
-    """``MessageExtBatch``: the messages of one SEND_BATCH_MESSAGE, for one queue. Everything
-    but each message's flag, body and properties text is shared, and encoded once. ``items``
-    are ``(flag, body, properties text)``: :class:`BatchItem` s or plain tuples."""
-
-    topic: str
-    queue_id: int
-    items: list[tuple[int, bytes, str]]
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: Address = ("127.0.0.1", 0)
-    reconsume_times: int = 0
-    wait_store: bool = True
 
 
 #: What an append takes: one message or a batch.

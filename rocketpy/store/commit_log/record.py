@@ -1,6 +1,8 @@
-"""The stored message record (CommitLog entry), batch send body, properties, tags code, msg id.
+"""The stored message record (CommitLog entry) and the offset msg id.
 
-Owns: the byte layout of message-format.md sections 1-6. Pure: no I/O. All integers big-endian.
+Owns: the byte layout of message-format.md sections 1, 2, 4 and 6. Pure: no I/O. All integers
+big-endian. The properties text is :mod:`.properties`' and the batch send body
+:mod:`.batch_body`'s.
 
 Record layout (v1, IPv4 born and store hosts; IPv6 hosts take 16+4 bytes instead of 4+4, v2 topic
 length is an int16):
@@ -31,9 +33,6 @@ off    size  field                       notes (upstream ``MessageExtEncoder``)
 =====  ====  ==========================  =======================================================
 
 End-of-file blank marker (section 1.1): ``{int32 remaining, int32 0xCBD43194}``.
-
-Batch send body item (section 5): TOTALSIZE, MAGIC (ignored), BODYCRC (ignored), FLAG, BODYLEN,
-BODY, PROPLEN (int16), PROPERTIES.
 """
 
 from __future__ import annotations
@@ -43,14 +42,13 @@ import functools
 import ipaddress
 import struct
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 from typing_extensions import Buffer
 
 from rocketpy.common.errors import CodecError
-from rocketpy.common.javahash import java_string_hash
+from rocketpy.store.commit_log.properties import MAX_PROPERTIES_BYTES, decode_properties
 
 MAGIC_V1: Final = -626843481  # 0xDAA320A7
 MAGIC_V2: Final = -626843477  # 0xDAA320AB
@@ -67,15 +65,6 @@ TRANSACTION_ROLLBACK_TYPE: Final = 0xC
 BORNHOST_V6_FLAG: Final = 0x10
 STOREHOST_V6_FLAG: Final = 0x20
 
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
-MAX_PROPERTIES_BYTES: Final = 32767
-
-PROPERTY_KEYS: Final = "KEYS"
-PROPERTY_TAGS: Final = "TAGS"
-PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-PROPERTY_WAIT: Final = "WAIT"
-
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
 HEAD: Final = struct.Struct(">iiiiiqqiq")
 # RECONSUMETIMES PREPARED_TRANSACTION_OFFSET BODYLEN
@@ -85,8 +74,6 @@ INT16: Final = struct.Struct(">h")
 INT32: Final = struct.Struct(">i")
 INT64: Final = struct.Struct(">q")
 BLANK: Final = struct.Struct(">ii")
-# Batch item: TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
-BATCH_HEAD: Final = struct.Struct(">iiiii")
 
 QUEUE_OFFSET_POS: Final = 20
 PHYSICAL_OFFSET_POS: Final = 28
@@ -123,90 +110,6 @@ def is_prepared_or_rollback(sys_flag: int) -> bool:
     return sys_flag & TRANSACTION_TYPE_MASK in _UNCONSUMABLE_TYPES
 
 
-@functools.lru_cache(maxsize=4096)
-def tags_code(tags: str | None) -> int:
-    """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags.
-    Cached: computed per message, and a topic's tags are few."""
-    return java_string_hash(tags) if tags else 0
-
-
-def encode_properties(props: Mapping[str, str | None]) -> str:
-    """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
-    return "".join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
-        for k, v in props.items()
-        if v is not None
-    )
-
-
-def decode_properties(text: str | None) -> dict[str, str]:
-    """``string2messageProperties`` (section 3): segments without a name or a value are skipped;
-    later duplicates win."""
-    if not text:
-        return {}
-    # partition splits at the first separator as upstream's indexOf does; a non-empty name and
-    # value imply the segment's length is at least 3 (upstream's check).
-    return {
-        name: value
-        for name, _, value in (
-            seg.partition(NAME_VALUE_SEPARATOR) for seg in text.split(PROPERTY_SEPARATOR)
-        )
-        if name and value
-    }
-
-
-def dispatch_properties(text: str) -> tuple[int, str, str | None]:
-    """What a dispatch needs from a record's properties: (tags code, KEYS, UNIQ_KEY), the values
-    :func:`decode_properties` would give, without building the whole map."""
-    return tags_code_of(text), *keys_of(text)
-
-
-def tags_code_of(text: str) -> int:
-    """The consume-queue tags code of properties ``text`` (:func:`tags_code` of its TAGS)."""
-    if _TAGS_NAME not in text:  # the reput calls this per record: no framing when absent
-        return 0
-    return tags_code(_property(PROPERTY_SEPARATOR + text, _TAGS_NEEDLE))
-
-
-def keys_of(text: str) -> tuple[str, str | None]:
-    """(KEYS or "", UNIQ_KEY or None) of properties ``text``, as :func:`decode_properties`."""
-    framed = PROPERTY_SEPARATOR + text
-    keys = _property(framed, _KEYS_NEEDLE) if _KEYS_NAME in text else None
-    uniq = _property(framed, _UNIQ_NEEDLE) if _UNIQ_NAME in text else None
-    return keys or "", uniq
-
-
-def property_value(text: str, name: str) -> str | None:
-    """``decode_properties(text).get(name)`` without building the map."""
-    named = f"{name}{NAME_VALUE_SEPARATOR}"
-    if named not in text:  # the common case on the send path (WAIT): no framing copy
-        return None
-    return _property(PROPERTY_SEPARATOR + text, PROPERTY_SEPARATOR + named)
-
-
-_TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
-_KEYS_NAME: Final = f"{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
-_UNIQ_NAME: Final = f"{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-_TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
-_KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
-_UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-
-
-def _property(framed: str, needle: str) -> str | None:
-    """The value of the last segment of ``framed`` (properties with a leading separator) that
-    starts with ``needle`` and has a non-empty value: :func:`decode_properties`' result."""
-    end = len(framed)
-    while (i := framed.rfind(needle, 0, end)) >= 0:
-        start = i + len(needle)
-        stop = framed.find(PROPERTY_SEPARATOR, start)
-        value = framed[start:] if stop < 0 else framed[start:stop]
-        if value:
-            return value
-        end = i
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
 def pack_address(addr: Address) -> bytes:
     """BORNHOST/STOREHOST bytes (address + int32 port); cached, the append path calls it per
     message.
@@ -534,68 +437,6 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageRecord]:
         (size,) = INT32.unpack_from(buf, pos)
         out.append(rec)
         pos += size
-    return out
-
-
-class BatchItem(NamedTuple):
-    """One message of a SEND_BATCH_MESSAGE body (a tuple: one per batched message, built and
-    unpacked on the send path)."""
-
-    flag: int
-    body: bytes
-    properties: str
-
-
-def encode_batch_body(items: list[BatchItem]) -> bytes:
-    """``MessageDecoder.encodeMessages`` (client side): MAGIC and BODYCRC are written as 0."""
-    parts: list[bytes] = []
-    for item in items:
-        props = item.properties.encode()
-        total = BATCH_HEAD.size + len(item.body) + 2 + len(props)
-        parts += (
-            BATCH_HEAD.pack(total, 0, 0, item.flag, len(item.body)),
-            item.body,
-            INT16.pack(len(props)),
-            props,
-        )
-    return b"".join(parts)
-
-
-def decode_batch_body(buf: bytes | bytearray | memoryview) -> list[tuple[int, bytes, str]]:
-    """Split a batch send body (section 5) into ``(flag, body, properties text)`` tuples (the
-    fields of :class:`BatchItem`; plain tuples: one per batched message on the send path).
-
-    Raises:
-        RecordError: a length field points past the end or disagrees with TOTALSIZE.
-    """
-    data = buf if isinstance(buf, bytes) else bytes(buf)
-    end_of_data = len(data)
-    head = BATCH_HEAD.unpack_from
-    head_size = BATCH_HEAD.size
-    int16 = INT16.unpack_from
-    out: list[tuple[int, bytes, str]] = []
-    pos = 0
-    while pos < end_of_data:
-        if pos + head_size > end_of_data:
-            raise RecordError("truncated batch item header", field="TOTALSIZE", offset=pos)
-        total, _, _, flag, body_len = head(data, pos)
-        body_at = pos + head_size
-        body_end = body_at + body_len
-        if body_len < 0 or body_end + 2 > end_of_data:
-            raise RecordError(f"body length {body_len}", field="BODYLEN", offset=pos + 16)
-        (props_len,) = int16(data, body_end)
-        props_at = body_end + 2
-        end = props_at + props_len
-        if props_len < 0 or end > end_of_data:
-            raise RecordError(f"properties length {props_len}", field="PROPLEN", offset=props_at)
-        if total != end - pos:
-            raise RecordError(f"total size {total} disagrees", field="TOTALSIZE", offset=pos)
-        try:
-            props = data[props_at:end].decode()
-        except UnicodeDecodeError as exc:
-            raise RecordError("properties not UTF-8", field="PROPERTIES", offset=props_at) from exc
-        out.append((flag, data[body_at:body_end], props))
-        pos = end
     return out
 
 

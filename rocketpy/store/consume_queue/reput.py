@@ -14,6 +14,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from rocketpy.store.commit_log.properties import (
+    dispatch_properties,
+    keys_of,
+    tags_code_of,
+)
 from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,
@@ -29,10 +34,7 @@ from rocketpy.store.commit_log.record import (
     STOREHOST_V6_FLAG,
     DispatchHint,
     body_crc,
-    dispatch_properties,
     is_prepared_or_rollback,
-    keys_of,
-    tags_code_of,
 )
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue

@@ -33,12 +33,16 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
-from rocketpy.store.commit_log.commit_log import MessageBatch
+from rocketpy.store.commit_log.properties import (
+    decode_properties,
+    encode_properties,
+)
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+)
 from rocketpy.store.commit_log.record import (
     MessageRecord,
-    decode_properties,
     encode_offset_msg_id,
-    encode_properties,
     encode_record,
 )
 from tests.helpers.broker_client import decode_records

@@ -8,11 +8,15 @@ import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.record import (
+from rocketpy.store.commit_log.batch_body import (
     BatchItem,
-    decode_offset_msg_id,
     encode_batch_body,
+)
+from rocketpy.store.commit_log.properties import (
     encode_properties,
+)
+from rocketpy.store.commit_log.record import (
+    decode_offset_msg_id,
 )
 from tests.unit.broker.support import Harness
 

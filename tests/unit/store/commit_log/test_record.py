@@ -7,28 +7,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.common.javahash import java_string_hash
+from rocketpy.store.commit_log.batch_body import (
+    BatchItem,
+    decode_batch_body,
+    encode_batch_body,
+)
+from rocketpy.store.commit_log.properties import (
+    decode_properties,
+    dispatch_properties,
+    encode_properties,
+    tags_code,
+)
 from rocketpy.store.commit_log.record import (
     BLANK_MAGIC,
-    BatchItem,
     CheckStatus,
     MessageRecord,
     RecordError,
     check_record,
     choose_magic,
-    decode_batch_body,
     decode_offset_msg_id,
-    decode_properties,
     decode_records,
-    dispatch_properties,
-    encode_batch_body,
     encode_blank,
     encode_offset_msg_id,
-    encode_properties,
     encode_record,
     pack_address,
     pack_record_into,
     record_length,
-    tags_code,
 )
 
 REC = MessageRecord(topic="T1", queue_id=1, body=b"payload", properties="TAGS\x01a\x02")

@@ -1,0 +1,105 @@
+"""Message properties text (message-format.md section 3): ``name \\x01 value \\x02`` pairs, the
+tags code, and the lookups the send and dispatch paths make without decoding the whole map.
+
+Owns: the properties codec and :func:`tags_code`. Pure.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Final
+
+from rocketpy.common.javahash import java_string_hash
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+MAX_PROPERTIES_BYTES: Final = 32767
+
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+PROPERTY_WAIT: Final = "WAIT"
+
+
+@functools.lru_cache(maxsize=4096)
+def tags_code(tags: str | None) -> int:
+    """Consume-queue tags code of a normal topic (section 6): 0 for empty or absent tags.
+    Cached: computed per message, and a topic's tags are few."""
+    return java_string_hash(tags) if tags else 0
+
+
+def encode_properties(props: Mapping[str, str | None]) -> str:
+    """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
+        for k, v in props.items()
+        if v is not None
+    )
+
+
+def decode_properties(text: str | None) -> dict[str, str]:
+    """``string2messageProperties`` (section 3): segments without a name or a value are skipped;
+    later duplicates win."""
+    if not text:
+        return {}
+    # partition splits at the first separator as upstream's indexOf does; a non-empty name and
+    # value imply the segment's length is at least 3 (upstream's check).
+    return {
+        name: value
+        for name, _, value in (
+            seg.partition(NAME_VALUE_SEPARATOR) for seg in text.split(PROPERTY_SEPARATOR)
+        )
+        if name and value
+    }
+
+
+def dispatch_properties(text: str) -> tuple[int, str, str | None]:
+    """What a dispatch needs from a record's properties: (tags code, KEYS, UNIQ_KEY), the values
+    :func:`decode_properties` would give, without building the whole map."""
+    return tags_code_of(text), *keys_of(text)
+
+
+def tags_code_of(text: str) -> int:
+    """The consume-queue tags code of properties ``text`` (:func:`tags_code` of its TAGS)."""
+    if _TAGS_NAME not in text:  # the reput calls this per record: no framing when absent
+        return 0
+    return tags_code(_property(PROPERTY_SEPARATOR + text, _TAGS_NEEDLE))
+
+
+def keys_of(text: str) -> tuple[str, str | None]:
+    """(KEYS or "", UNIQ_KEY or None) of properties ``text``, as :func:`decode_properties`."""
+    framed = PROPERTY_SEPARATOR + text
+    keys = _property(framed, _KEYS_NEEDLE) if _KEYS_NAME in text else None
+    uniq = _property(framed, _UNIQ_NEEDLE) if _UNIQ_NAME in text else None
+    return keys or "", uniq
+
+
+def property_value(text: str, name: str) -> str | None:
+    """``decode_properties(text).get(name)`` without building the map."""
+    named = f"{name}{NAME_VALUE_SEPARATOR}"
+    if named not in text:  # the common case on the send path (WAIT): no framing copy
+        return None
+    return _property(PROPERTY_SEPARATOR + text, PROPERTY_SEPARATOR + named)
+
+
+_TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_NAME: Final = f"{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_NAME: Final = f"{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+_TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+
+
+def _property(framed: str, needle: str) -> str | None:
+    """The value of the last segment of ``framed`` (properties with a leading separator) that
+    starts with ``needle`` and has a non-empty value: :func:`decode_properties`' result."""
+    end = len(framed)
+    while (i := framed.rfind(needle, 0, end)) >= 0:
+        start = i + len(needle)
+        stop = framed.find(PROPERTY_SEPARATOR, start)
+        value = framed[start:] if stop < 0 else framed[start:stop]
+        if value:
+            return value
+        end = i
+    return None
