@@ -30,9 +30,7 @@ from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResul
 from rocketpy.client.admin import TopicRoute
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader
-from rocketpy.store.commit_log.properties import (
-    encode_properties,
-)
+from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.config_shapes import PERM_WRITE
 
 log = structlog.get_logger(__name__)

@@ -15,9 +15,7 @@ from rocketpy.remoting.protocol.body.heartbeat import (
     SUB_ALL,
     SubscriptionData,
 )
-from rocketpy.store.commit_log.properties import (
-    tags_code as tags_hash_code,
-)
+from rocketpy.store.commit_log.properties import tags_code as tags_hash_code
 
 __all__ = ["build_subscription", "matches_tags_code", "tags_hash_code"]
 

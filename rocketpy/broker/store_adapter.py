@@ -42,17 +42,9 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.properties import (
-    encode_properties,
-    property_value,
-)
-from rocketpy.store.commit_log.put_types import (
-    AppendResult,
-    MessageBatch,
-)
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore as StoreMessage,
-)
+from rocketpy.store.commit_log.properties import encode_properties, property_value
+from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch
+from rocketpy.store.commit_log.put_types import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (
     BORNHOST_V6_FLAG,
     INT32,

@@ -18,9 +18,7 @@ from typing import Protocol
 
 # A batch crosses unchanged: its items' properties are already the record's text, so the
 # store's value type is the broker's (``MessageExtBatch``).
-from rocketpy.store.commit_log.put_types import (
-    MessageBatch,
-)
+from rocketpy.store.commit_log.put_types import MessageBatch
 
 
 class PutMessageStatus(StrEnum):

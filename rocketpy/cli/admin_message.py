@@ -20,11 +20,7 @@ from rocketpy.cli.admin_base import command, human_ms, printf
 from rocketpy.client.admin import AdminClient, AdminError
 from rocketpy.common.errors import CodecError, RemotingError
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.properties import (
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY,
-)
+from rocketpy.store.commit_log.properties import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 from rocketpy.store.commit_log.record import (
     COMPRESSED_FLAG,
     MessageRecord,

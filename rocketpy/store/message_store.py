@@ -19,14 +19,8 @@ import structlog
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
-from rocketpy.store.commit_log.commit_log import (
-    CommitLog,
-)
-from rocketpy.store.commit_log.put_types import (
-    AppendResult,
-    MessageBatch,
-    MessageToStore,
-)
+from rocketpy.store.commit_log.commit_log import CommitLog
+from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch, MessageToStore
 from rocketpy.store.commit_log.record import (
     INT32,
     TRANSACTION_PREPARED_TYPE,

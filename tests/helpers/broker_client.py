@@ -30,17 +30,9 @@ from rocketpy.remoting.protocol.body.heartbeat import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
-from rocketpy.store.commit_log.batch_body import (
-    BatchItem,
-    encode_batch_body,
-)
-from rocketpy.store.commit_log.properties import (
-    decode_properties,
-    encode_properties,
-)
-from rocketpy.store.commit_log.record import (
-    decode_record,
-)
+from rocketpy.store.commit_log.batch_body import BatchItem, encode_batch_body
+from rocketpy.store.commit_log.properties import decode_properties, encode_properties
+from rocketpy.store.commit_log.record import decode_record
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2

@@ -37,9 +37,7 @@ from rocketpy.remoting.protocol.headers.broker import (
     decode_send_header,
 )
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
-from rocketpy.store.commit_log.batch_body import (
-    decode_batch_body,
-)
+from rocketpy.store.commit_log.batch_body import decode_batch_body
 from rocketpy.store.commit_log.properties import (
     MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
@@ -48,9 +46,7 @@ from rocketpy.store.commit_log.properties import (
     encode_properties,
     property_value,
 )
-from rocketpy.store.commit_log.put_types import (
-    MessageBatch,
-)
+from rocketpy.store.commit_log.put_types import MessageBatch
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)
@@ -125,6 +121,9 @@ class SendMessageProcessor:
         self._rt = rt
         #: Names that passed the (pure, name-only) topic checks: skipped on later sends.
         self._sendable_topics: set[str] = set()
+        # The properties text the broker appends on the fast path, for the config it was built
+        # from (UPDATE_BROKER_CONFIG swaps the config object).
+        self._additions: tuple[object, str] = (None, "")
 
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
@@ -306,11 +305,15 @@ class SendMessageProcessor:
         if text and not text.endswith(PROPERTY_SEPARATOR):
             text += PROPERTY_SEPARATOR
         cfg = self._rt.config
-        trace = "true" if cfg.trace_on else "false"
-        return (
-            f"{text}{MessageConst.MSG_REGION}\x01{cfg.region_id}\x02{MessageConst.TRACE_ON}"
-            f"\x01{trace}\x02{MessageConst.CLUSTER}\x01{cfg.broker_cluster_name}\x02"
-        ), uniq
+        built_for, additions = self._additions
+        if built_for is not cfg:
+            trace = "true" if cfg.trace_on else "false"
+            additions = (
+                f"{MessageConst.MSG_REGION}\x01{cfg.region_id}\x02{MessageConst.TRACE_ON}"
+                f"\x01{trace}\x02{MessageConst.CLUSTER}\x01{cfg.broker_cluster_name}\x02"
+            )
+            self._additions = (cfg, additions)
+        return text + additions, uniq
 
     def _send_one(
         self,

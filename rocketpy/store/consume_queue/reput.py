@@ -14,11 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from rocketpy.store.commit_log.properties import (
-    dispatch_properties,
-    keys_of,
-    tags_code_of,
-)
+from rocketpy.store.commit_log.properties import dispatch_properties, keys_of, tags_code_of
 from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,

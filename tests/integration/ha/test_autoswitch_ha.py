@@ -26,10 +26,7 @@ from rocketpy.ha.protocol import (
     encode_transfer_report,
 )
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore,
-    PutStatus,
-)
+from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry

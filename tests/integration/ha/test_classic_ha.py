@@ -20,10 +20,7 @@ from rocketpy.ha.protocol import (
     encode_classic_frame,
     encode_offset_report,
 )
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore,
-    PutStatus,
-)
+from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 

@@ -13,9 +13,7 @@ from rocketpy.common.aio import wait_until
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore,
-)
+from rocketpy.store.commit_log.put_types import MessageToStore
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 

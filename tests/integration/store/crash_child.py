@@ -13,10 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore,
-    PutStatus,
-)
+from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 

@@ -10,11 +10,7 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
-from rocketpy.store.commit_log.put_types import (
-    MessageBatch,
-    MessageToStore,
-    PutStatus,
-)
+from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutStatus
 from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request

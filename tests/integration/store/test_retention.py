@@ -12,10 +12,7 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
-from rocketpy.store.commit_log.put_types import (
-    MessageToStore,
-    PutStatus,
-)
+from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import GetStatus, MessageStore
 

@@ -8,16 +8,9 @@ import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.batch_body import (
-    BatchItem,
-    encode_batch_body,
-)
-from rocketpy.store.commit_log.properties import (
-    encode_properties,
-)
-from rocketpy.store.commit_log.record import (
-    decode_offset_msg_id,
-)
+from rocketpy.store.commit_log.batch_body import BatchItem, encode_batch_body
+from rocketpy.store.commit_log.properties import encode_properties
+from rocketpy.store.commit_log.record import decode_offset_msg_id
 from tests.unit.broker.support import Harness
 
 MakeHarness = Callable[..., Harness]
@@ -207,6 +200,19 @@ async def test_send_properties_fast_and_decoded_paths_store_one_map(
         assert stored == expected | _ADDED | {"MSG_REGION": "r"}
     else:
         assert stored == expected | _ADDED
+
+
+async def test_send_fast_path_follows_an_updated_config(harness: MakeHarness) -> None:
+    """1. SEND_MESSAGE_V2 (fast properties path). 2. Swap in a config with traceOn=false and
+    another region, as UPDATE_BROKER_CONFIG does. 3. Send again.
+    Expected: the first record carries the old TRACE_ON/MSG_REGION, the second the new ones."""
+    h = harness()
+    _ok(await h.call(RequestCode.SEND_MESSAGE_V2, v2("T"), b"a"))
+    h.rt.config = h.rt.config.model_copy(update={"trace_on": False, "region_id": "R2"})
+    _ok(await h.call(RequestCode.SEND_MESSAGE_V2, v2("T"), b"b"))
+    first, second = (m.properties for m in h.store.queues[("T", 0)])
+    assert (first["TRACE_ON"], first["MSG_REGION"]) == ("true", "DefaultRegion")
+    assert (second["TRACE_ON"], second["MSG_REGION"]) == ("false", "R2")
 
 
 async def test_send_back_retry_then_dlq(harness: MakeHarness) -> None:

@@ -19,14 +19,8 @@ from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.batch_body import (
-    decode_batch_body,
-)
-from rocketpy.store.commit_log.record import (
-    MAGIC_V2,
-    MessageRecord,
-    encode_record,
-)
+from rocketpy.store.commit_log.batch_body import decode_batch_body
+from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, encode_record
 
 
 def test_properties_round_trip_and_malformed_segments() -> None:

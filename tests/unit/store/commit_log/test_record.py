@@ -7,11 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.common.javahash import java_string_hash
-from rocketpy.store.commit_log.batch_body import (
-    BatchItem,
-    decode_batch_body,
-    encode_batch_body,
-)
+from rocketpy.store.commit_log.batch_body import BatchItem, decode_batch_body, encode_batch_body
 from rocketpy.store.commit_log.properties import (
     decode_properties,
     dispatch_properties,
