@@ -1,7 +1,8 @@
 """``make cluster``: a local cluster on loopback with its data in a throwaway directory.
 
 Owns: writing each daemon's config under ``<dir>/conf``, starting the daemons as detached processes
-with their output under ``<dir>/logs``, waiting for each boot line, recording pids and addresses in
+with their output under ``<dir>/logs``, waiting for each boot line (and, once all are up, for the
+NameServer to list a master in every broker-set), recording pids and addresses in
 ``<dir>/cluster.json``, stopping them in reverse order (``stop``), and SIGKILLing the current
 master broker to watch a failover (``kill-master``). Starts the NameServer, a three-node
 controller group and one broker-set of three brokers in controller mode (AutoSwitch HA). With
@@ -14,6 +15,7 @@ drives them as processes, like an operator would).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib.util
 import json
@@ -27,6 +29,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from rocketpy.client.admin import AdminClient
+from rocketpy.common.errors import RocketPyError
 from rocketpy.tools.children import free_ports
 
 BOOT_TIMEOUT_S = 20.0
@@ -306,7 +310,36 @@ def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] |
             return None
         members += started
         _save(directory, members)
+    if not wait_for_masters(members):
+        print("warning: the NameServer lists no master for some broker-set yet; see the logs")
     return members
+
+
+def wait_for_masters(members: list[Member], timeout_s: float = 30.0) -> bool:
+    """Block until the NameServer lists every started broker and an id-0 (master) address in
+    each broker-set: in controller mode a master exists only once the controllers elected it
+    and it registered, and until then a client finds no route. False at ``timeout_s``."""
+    namesrv = ";".join(m.address for m in members if m.role == "namesrv")
+    brokers = sum(m.role == "broker" for m in members)
+    if not namesrv or not brokers:
+        return True
+
+    async def poll() -> bool:
+        admin = AdminClient(namesrv, timeout_s=2.0)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                with contextlib.suppress(RocketPyError, OSError):
+                    sets = (await admin.cluster_info()).brokers.values()
+                    registered = sum(len(b.broker_addrs) for b in sets)
+                    if registered >= brokers and all(0 in b.broker_addrs for b in sets):
+                        return True
+                await asyncio.sleep(0.2)
+            return False
+        finally:
+            await admin.close()
+
+    return asyncio.run(poll())
 
 
 def _save(directory: Path, members: list[Member]) -> None:
