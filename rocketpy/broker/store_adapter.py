@@ -42,7 +42,13 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.properties import encode_properties, property_value
+from rocketpy.store.commit_log.commit_log import queue_key
+from rocketpy.store.commit_log.properties import (
+    PROPERTY_WAIT,
+    encode_properties,
+    property_value,
+    waits_for_store,
+)
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch
 from rocketpy.store.commit_log.put_types import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (
@@ -113,10 +119,9 @@ def _to_store(msg: MessageToStore) -> StoreMessage:
     text = msg.encoded_properties
     if not text:
         text = encode_properties(msg.properties)
-        wait = msg.properties.get("WAIT", "true").lower() != "false"
+        wait = waits_for_store(msg.properties.get(PROPERTY_WAIT))
     else:
-        value = property_value(text, "WAIT")
-        wait = value is None or value.lower() != "false"
+        wait = waits_for_store(property_value(text, PROPERTY_WAIT))
     return StoreMessage(
         topic=msg.topic,
         queue_id=msg.queue_id,
@@ -440,7 +445,7 @@ class MessageStoreAdapter:
         doomed = [key for key in self.store.queues if key[0] in topics]
         queues = [self.store.queues.pop(key) for key in doomed]
         for topic, queue_id in doomed:
-            self.store.commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+            self.store.commit_log.topic_queue_table.pop(queue_key(topic, queue_id), None)
         root = self.config.consume_queue_dir
 
         def work() -> None:

@@ -19,15 +19,9 @@ import structlog
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
-from rocketpy.store.commit_log.commit_log import CommitLog
+from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch, MessageToStore
-from rocketpy.store.commit_log.record import (
-    INT32,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-    Address,
-)
+from rocketpy.store.commit_log.record import INT32, Address, is_prepared_or_rollback
 from rocketpy.store.commit_log.recovery import RecoveryResult, recover_commit_log
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
@@ -146,8 +140,7 @@ class MessageStore:
             )  # fmt: skip
         self.commit_log.flushed_offset = self.commit_log.max_offset
         await self.reput.dispatch_available(self._put_cq, notify=False)
-        for q in self.queues.values():
-            self.commit_log.topic_queue_table[f"{q.topic}-{q.queue_id}"] = q.max_offset
+        self.recover_topic_queue_table()
         await loop.run_in_executor(self._alloc_executor, self._write_abort)
         self.commit_log.start()
         self.reput.start(self._put_cq)
@@ -254,9 +247,7 @@ class MessageStore:
     ) -> Awaitable[None] | None:
         """Build the consume-queue unit of one record: synchronously in the common case (no
         coroutine per record on the dispatch path), else an awaitable the reput awaits."""
-        # Runs once per record: transaction_type() inlined.
-        tx = sys_flag & TRANSACTION_TYPE_MASK
-        if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+        if is_prepared_or_rollback(sys_flag):
             return None
         q = self.queues.get((topic, queue_id))
         if q is None:
@@ -386,7 +377,7 @@ class MessageStore:
         """Rebuild the next queue offset of every queue from the consume queues
         (``recoverTopicQueueTable``: a slave that becomes master continues its queues)."""
         self.commit_log.topic_queue_table = {
-            f"{q.topic}-{q.queue_id}": q.max_offset for q in self.queues.values()
+            queue_key(q.topic, q.queue_id): q.max_offset for q in self.queues.values()
         }
 
     def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
@@ -406,6 +397,4 @@ class MessageStore:
         await loop.run_in_executor(self._alloc_executor, work)
         self.commit_log.flushed_offset = min(self.commit_log.flushed_offset, offset)
         self.reput.reput_from = min(self.reput.reput_from, offset)
-        self.commit_log.topic_queue_table = {
-            f"{q.topic}-{q.queue_id}": q.max_offset for q in self.queues.values()
-        }
+        self.recover_topic_queue_table()

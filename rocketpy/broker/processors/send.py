@@ -45,15 +45,14 @@ from rocketpy.store.commit_log.properties import (
     decode_properties,
     encode_properties,
     property_value,
+    waits_for_store,
 )
 from rocketpy.store.commit_log.put_types import MessageBatch
+from rocketpy.store.commit_log.record import MULTI_TAGS_FLAG, is_prepared_or_rollback
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)
 
-MULTI_TAGS_FLAG: Final = 0x2
-TRANSACTION_MASK: Final = 0xC
-TRANSACTION_COMMIT: Final = 0x8
 _SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 #: A sender's property text holding one of these goes down the decoding path (the broker reads
@@ -154,8 +153,7 @@ class SendMessageProcessor:
     def apply_delay(self, msg: MessageToStore) -> None:
         """``HookUtils.transformDelayLevelMessage``: a message with ``DELAY=n>0`` (and not a
         half/rollback transaction record) goes to ``SCHEDULE_TOPIC_XXXX`` queue ``n-1``."""
-        tran = msg.sys_flag & TRANSACTION_MASK
-        if tran not in (0, TRANSACTION_COMMIT):
+        if is_prepared_or_rollback(msg.sys_flag):
             return
         level = _int_prop(msg.properties, MessageConst.DELAY)
         if level <= 0:
@@ -464,7 +462,6 @@ class SendMessageProcessor:
                 text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
             items.append((flag, item_body, text))
             uniqs.append(uniq)
-        wait = property_value(items[0][2], MessageConst.WAIT)
         batch = MessageBatch(
             topic=h.topic,
             queue_id=queue_id,
@@ -473,7 +470,8 @@ class SendMessageProcessor:
             born_timestamp=h.born_timestamp,
             born_host=_parse_host(ctx.channel.peer),
             reconsume_times=h.reconsume_times or 0,
-            wait_store=wait is None or wait.lower() != "false",
+            # a batch waits as its first message says
+            wait_store=waits_for_store(property_value(items[0][2], MessageConst.WAIT)),
         )
         result = rt.store.put_batch_nowait(batch)
         if result is None:

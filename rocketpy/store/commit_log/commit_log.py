@@ -59,6 +59,11 @@ _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 
 
+def queue_key(topic: str, queue_id: int) -> str:
+    """The ``topicQueueTable`` key of a queue (upstream's ``topic + "-" + queueId``)."""
+    return f"{topic}-{queue_id}"
+
+
 #: What an append takes: one message or a batch.
 _M = TypeVar("_M", "MessageToStore", "MessageBatch")
 
@@ -408,7 +413,7 @@ class CommitLog:
         returned. Prepared and rolled-back transaction records take none (offset 0)."""
         if is_prepared_or_rollback(sys_flag):
             return 0
-        key = f"{topic}-{queue_id}"
+        key = queue_key(topic, queue_id)
         table = self.topic_queue_table
         first = table.get(key, 0)
         table[key] = first + count

@@ -75,6 +75,12 @@ def keys_of(text: str) -> tuple[str, str | None]:
     return keys or "", uniq
 
 
+def waits_for_store(wait: str | None) -> bool:
+    """Whether a put waits for its flush (and replicas) given its WAIT property value
+    (``isWaitStoreMsgOK``): absent, or anything but "false" in any case, waits."""
+    return wait is None or wait.lower() != "false"
+
+
 def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the map."""
     named = f"{name}{NAME_VALUE_SEPARATOR}"
