@@ -36,7 +36,7 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def _allocate(fd: int, size: int) -> None:
+def allocate_blocks(fd: int, size: int) -> None:
     """``posix_fallocate`` the whole file; a file system without it keeps the file sparse
     (ENOSPC and other errors propagate: the segment cannot be created)."""
     try:
@@ -82,7 +82,7 @@ class MappedFile:
             try:
                 os.ftruncate(fd, size)
                 if allocate:
-                    _allocate(fd, size)
+                    allocate_blocks(fd, size)
             finally:
                 os.close(fd)
             os.replace(tmp, path)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import mmap
 import os
@@ -45,6 +44,7 @@ from rocketpy.store.commit_log.put_types import (
 from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
+from rocketpy.store.mapped_file import allocate_blocks
 from rocketpy.store.message_store import MessageStore
 
 TOPIC = "BenchStoreTopic"
@@ -96,8 +96,7 @@ def ceiling_mmap(directory: Path, record: bytes, seconds: float, file_size: int)
         path = directory / f"ceiling-mmap-{segments}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.ftruncate(fd, file_size)
-        with contextlib.suppress(OSError):
-            os.posix_fallocate(fd, 0, file_size)
+        allocate_blocks(fd, file_size)  # as the commit log's segments
         mm = mmap.mmap(fd, file_size)
         os.close(fd)
         segments += 1
