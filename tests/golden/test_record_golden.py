@@ -148,7 +148,7 @@ def test_record_reput_scan_agrees_with_full_decode(rec: MessageRecord, check_crc
         len(raw),
     )
     assert req.prepared_transaction_offset == rec.prepared_transaction_offset
-    assert (req.keys, req.uniq_key) == (props.get("KEYS", ""), props.get("UNIQ_KEY"))
+    assert req.properties == rec.properties
     assert req.tags_code == tags_code(props.get("TAGS"))
     for cut in range(8, len(raw)):  # the reput reads only where 8 bytes are written
         assert scan_record(memoryview(raw[:cut]), 0, check_crc=check_crc) == (None, -1)

@@ -54,24 +54,17 @@ def decode_properties(text: str | None) -> dict[str, str]:
     }
 
 
-def dispatch_properties(text: str) -> tuple[int, str, str | None]:
-    """What a dispatch needs from a record's properties: (tags code, KEYS, UNIQ_KEY), the values
-    :func:`decode_properties` would give, without building the whole map."""
-    return tags_code_of(text), *keys_of(text)
-
-
 def tags_code_of(text: str) -> int:
     """The consume-queue tags code of properties ``text`` (:func:`tags_code` of its TAGS)."""
-    if _TAGS_NAME not in text:  # the reput calls this per record: no framing when absent
+    if _TAGS_NAME not in text:  # the reput calls this per record: nothing more when absent
         return 0
-    return tags_code(_property(PROPERTY_SEPARATOR + text, _TAGS_NEEDLE))
+    return tags_code(_named_value(text, _TAGS_NAME))
 
 
 def keys_of(text: str) -> tuple[str, str | None]:
     """(KEYS or "", UNIQ_KEY or None) of properties ``text``, as :func:`decode_properties`."""
-    framed = PROPERTY_SEPARATOR + text
-    keys = _property(framed, _KEYS_NEEDLE) if _KEYS_NAME in text else None
-    uniq = _property(framed, _UNIQ_NEEDLE) if _UNIQ_NAME in text else None
+    keys = _named_value(text, _KEYS_NAME) if _KEYS_NAME in text else None
+    uniq = _named_value(text, _UNIQ_NAME) if _UNIQ_NAME in text else None
     return keys or "", uniq
 
 
@@ -84,17 +77,30 @@ def waits_for_store(wait: str | None) -> bool:
 def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the map."""
     named = f"{name}{NAME_VALUE_SEPARATOR}"
-    if named not in text:  # the common case on the send path (WAIT): no framing copy
+    if named not in text:  # the common case on the send path (WAIT)
         return None
-    return _property(PROPERTY_SEPARATOR + text, PROPERTY_SEPARATOR + named)
+    return _named_value(text, named)
 
 
 _TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
 _KEYS_NAME: Final = f"{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
 _UNIQ_NAME: Final = f"{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-_TAGS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
-_KEYS_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
-_UNIQ_NEEDLE: Final = f"{PROPERTY_SEPARATOR}{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+
+
+def _named_value(text: str, named: str) -> str | None:
+    """The value :func:`decode_properties` gives the property ``named`` (its name and the
+    name-value separator), for a ``text`` known to contain ``named``. The usual case, its last
+    occurrence starting a segment with a non-empty value, is read in place; anything else
+    (``named`` ending a longer name or inside a value, an empty value) goes through
+    :func:`_property`. Runs per record for the tags code and index keys."""
+    i = text.rfind(named)
+    if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
+        start = i + len(named)
+        stop = text.find(PROPERTY_SEPARATOR, start)
+        value = text[start:] if stop < 0 else text[start:stop]
+        if value:
+            return value
+    return _property(PROPERTY_SEPARATOR + text, PROPERTY_SEPARATOR + named)
 
 
 def _property(framed: str, needle: str) -> str | None:

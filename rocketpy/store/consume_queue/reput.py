@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from rocketpy.store.commit_log.properties import dispatch_properties, keys_of, tags_code_of
+from rocketpy.store.commit_log.properties import tags_code_of
 from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,
@@ -100,7 +100,7 @@ def scan_record(
         pos += 2
         if topic_len < 0 or props_len < 0 or pos + props_len != total:
             return None, -1
-        tags, keys, uniq = dispatch_properties(str(view[pos : pos + props_len], "utf-8"))
+        properties = str(view[pos : pos + props_len], "utf-8")
     except (struct.error, ValueError, UnicodeDecodeError):
         return None, -1
     return (
@@ -109,11 +109,10 @@ def scan_record(
             queue_id=queue_id,
             commit_log_offset=offset,
             msg_size=total,
-            tags_code=tags,
+            tags_code=tags_code_of(properties),
             store_timestamp=store_ts,
             consume_queue_offset=queue_offset,
-            keys=keys,
-            uniq_key=uniq,
+            properties=properties,
             sys_flag=sys_flag,
             prepared_transaction_offset=prepared,
         ),
@@ -199,7 +198,11 @@ class ReputService:
             if pending is not None:
                 await pending
             for d in self.dispatchers:
-                d.dispatch(req)
+                d.dispatch(
+                    req.topic, req.queue_id, offset, size, req.tags_code, req.store_timestamp,
+                    req.consume_queue_offset, req.properties, req.sys_flag,
+                    req.prepared_transaction_offset,
+                )  # fmt: skip
             self.reput_from += size
             if notify and self.on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
                 self.on_arrival(
@@ -233,13 +236,11 @@ class ReputService:
             pending = put_cq(topic, queue_id, offset, size, tags, queue_offset, timestamp, sys_flag)
             if pending is not None:
                 await pending
-            if dispatchers:
-                req = DispatchRequest(
-                    topic, queue_id, offset, size, tags, timestamp, queue_offset,
-                    *keys_of(text), sys_flag, hint[8],
+            for d in dispatchers:
+                d.dispatch(
+                    topic, queue_id, offset, size, tags, timestamp, queue_offset, text,
+                    sys_flag, hint[8],
                 )  # fmt: skip
-                for d in dispatchers:
-                    d.dispatch(req)
             self.reput_from = offset = end
             if on_arrival is not None and not is_prepared_or_rollback(sys_flag):
                 on_arrival(topic, queue_id, queue_offset + 1, tags)

@@ -160,8 +160,26 @@ class _Recorder:
     def __init__(self) -> None:
         self.seen: list[DispatchRequest] = []
 
-    def dispatch(self, request: DispatchRequest) -> None:
-        self.seen.append(request)
+    def dispatch(  # noqa: PLR0917 -- the dispatcher protocol's positional fields
+        self,
+        topic: str,
+        queue_id: int,
+        commit_log_offset: int,
+        msg_size: int,
+        tags_code: int,
+        store_timestamp: int,
+        consume_queue_offset: int,
+        properties: str,
+        sys_flag: int,
+        prepared_transaction_offset: int,
+        /,
+    ) -> None:
+        self.seen.append(
+            DispatchRequest(
+                topic, queue_id, commit_log_offset, msg_size, tags_code, store_timestamp,
+                consume_queue_offset, properties, sys_flag, prepared_transaction_offset,
+            )
+        )  # fmt: skip
 
 
 def _record_dispatches(store: MessageStore) -> list[DispatchRequest]:

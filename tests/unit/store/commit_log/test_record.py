@@ -10,9 +10,11 @@ from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.commit_log.batch_body import BatchItem, decode_batch_body, encode_batch_body
 from rocketpy.store.commit_log.properties import (
     decode_properties,
-    dispatch_properties,
     encode_properties,
+    keys_of,
+    property_value,
     tags_code,
+    tags_code_of,
 )
 from rocketpy.store.commit_log.record import (
     BLANK_MAGIC,
@@ -99,16 +101,19 @@ _PROP_TEXT = st.lists(
 
 
 @given(_PROP_TEXT)
-def test_record_dispatch_properties_agree_with_decode(text: str) -> None:
+def test_record_property_lookups_agree_with_decode(text: str) -> None:
     """1. Build property strings from names, separators and values in any order (duplicates,
-    empty values, names inside values). 2. Extract the dispatch fields.
-    Expected: the same TAGS code, KEYS and UNIQ_KEY as the full decoder gives."""
+    empty values, names inside values). 2. Read the tags code, KEYS, UNIQ_KEY and single
+    properties with the in-place lookups.
+    Expected: the same values as the full decoder gives."""
     props = decode_properties(text)
-    assert dispatch_properties(text) == (
+    assert (tags_code_of(text), *keys_of(text)) == (
         tags_code(props.get("TAGS")),
         props.get("KEYS", ""),
         props.get("UNIQ_KEY"),
     )
+    for name in ("TAGS", "KEYS", "UNIQ_KEY", "K", "xTAGS"):
+        assert property_value(text, name) == props.get(name)
 
 
 def test_record_tags_hash_matches_java() -> None:

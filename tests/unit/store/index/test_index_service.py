@@ -14,7 +14,7 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.index.record import is_index_file_name
@@ -29,21 +29,18 @@ def executor() -> Iterator[ThreadPoolExecutor]:
         yield pool
 
 
-def _request(
-    offset: int, ts: int, *, keys: str = "", uniq: str | None = None, sys_flag: int = 0
-) -> DispatchRequest:
-    return DispatchRequest(
-        topic="T",
-        queue_id=0,
-        commit_log_offset=offset,
-        msg_size=100,
-        tags_code=0,
-        store_timestamp=ts,
-        consume_queue_offset=0,
-        keys=keys,
-        uniq_key=uniq,
-        sys_flag=sys_flag,
-    )
+def _dispatch(
+    service: IndexService,
+    offset: int,
+    ts: int,
+    *,
+    keys: str = "",
+    uniq: str | None = None,
+    sys_flag: int = 0,
+) -> None:
+    """Dispatch a record of topic ``T`` whose properties carry ``keys`` and ``uniq``."""
+    props = {"KEYS": keys or None, "UNIQ_KEY": uniq}
+    service.dispatch("T", 0, offset, 100, 0, ts, 0, encode_properties(props), sys_flag, 0)
 
 
 def _service(
@@ -80,7 +77,7 @@ async def _settled(svc: IndexService) -> None:
 async def test_index_service_indexes_uniq_key_and_keys(service: IndexService) -> None:
     """1. Dispatch a message with UNIQ_KEY "U1" and KEYS "k1  k2" (double space) at offset 100.
     Expected: each of U1, k1, k2 finds offset 100; an empty key is not indexed."""
-    service.dispatch(_request(100, T0, keys="k1  k2", uniq="U1"))
+    _dispatch(service, 100, T0, keys="k1  k2", uniq="U1")
     for key in ("U1", "k1", "k2"):
         assert service.query_offsets("T", key, 10, 0, FAR).phy_offsets == (100,)
     assert service.query_offsets("T", "", 10, 0, FAR).phy_offsets == ()
@@ -93,7 +90,7 @@ async def test_index_service_rolls_over_and_queries_newest_first(service: IndexS
     Expected: 5 files (20 entries / 4); results newest first across files; file names are
     17-digit creation times in increasing order; maxMsgsNumBatch caps the result."""
     for i in range(10):
-        service.dispatch(_request(i * 100, T0 + i * 1000, keys=f"k u{i}"))
+        _dispatch(service, i * 100, T0 + i * 1000, keys=f"k u{i}")
         await _settled(service)
     stats = service.statistics()
     assert len(stats.file_names) == 5
@@ -113,7 +110,7 @@ async def test_index_service_time_range_query(service: IndexService) -> None:
     """Dispatch key "k" at t0 .. t0+9 s across several files; query [t0+3 s, t0+6 s].
     Expected: offsets 600..300, newest first."""
     for i in range(10):
-        service.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+        _dispatch(service, i * 100, T0 + i * 1000, keys="k")
         await _settled(service)
     result = service.query_offsets("T", "k", 64, T0 + 3000, T0 + 6000)
     assert result.phy_offsets == (600, 500, 400, 300)
@@ -124,7 +121,7 @@ async def test_index_service_burst_waits_for_spare(service: IndexService) -> Non
     cannot be created meanwhile: 4 fit the current file, 4 wait.
     Expected: the waiting keys land once the spare exists; nothing dropped; all found."""
     for i in range(8):
-        service.dispatch(_request(i * 10, T0 + i, keys=f"b{i}"))
+        _dispatch(service, i * 10, T0 + i, keys=f"b{i}")
     assert service.statistics().pending_keys == 4
     await _settled(service)
     assert service.statistics().dropped_keys == 0
@@ -137,7 +134,7 @@ async def test_index_service_burst_beyond_bound_is_dropped(service: IndexService
     3 more are dropped and counted (upstream would block the reput thread).
     Expected: dropped_keys == 3; the first 9 keys are found, the last 3 are not."""
     for i in range(12):
-        service.dispatch(_request(i * 10, T0 + i, keys=f"b{i}"))
+        _dispatch(service, i * 10, T0 + i, keys=f"b{i}")
     await _settled(service)
     assert service.statistics().dropped_keys == 3
     found = [bool(service.query_offsets("T", f"b{i}", 4, 0, FAR).phy_offsets) for i in range(12)]
@@ -148,9 +145,9 @@ async def test_index_service_skips_redispatch_and_rollback(service: IndexService
     """1. Dispatch offset 500. 2. Re-dispatch offset 400 (recovery replay). 3. Dispatch a
     rolled-back transaction record (sysflag 12) at 600.
     Expected: only 500 is indexed."""
-    service.dispatch(_request(500, T0, keys="k"))
-    service.dispatch(_request(400, T0, keys="k"))
-    service.dispatch(_request(600, T0, keys="k", sys_flag=0x3 << 2))
+    _dispatch(service, 500, T0, keys="k")
+    _dispatch(service, 400, T0, keys="k")
+    _dispatch(service, 600, T0, keys="k", sys_flag=0x3 << 2)
     assert service.query_offsets("T", "k", 10, 0, FAR).phy_offsets == (500,)
 
 
@@ -159,7 +156,7 @@ async def test_index_service_delete_expired_files(service: IndexService) -> None
     Expected: the two files ending at 300 and 700 are deleted; the newest one never is, even
     when everything is below the offset."""
     for i in range(12):
-        service.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+        _dispatch(service, i * 100, T0 + i * 1000, keys="k")
         await _settled(service)
     names = service.statistics().file_names
     assert len(names) == 3
@@ -181,7 +178,7 @@ async def test_index_service_reload_after_clean_stop(
         await svc.load(last_exit_ok=True)
         await svc.start()
         for i in range(6):
-            svc.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+            _dispatch(svc, i * 100, T0 + i * 1000, keys="k")
             await _settled(svc)
         names = svc.statistics().file_names
         await svc.stop()
@@ -192,7 +189,7 @@ async def test_index_service_reload_after_clean_stop(
         await again.start()
         assert again.statistics().file_names == names
         assert again.query_offsets("T", "k", 64, 0, FAR).phy_offsets == (500, 400, 300, 200, 100, 0)
-        again.dispatch(_request(600, T0 + 6000, keys="k"))
+        _dispatch(again, 600, T0 + 6000, keys="k")
         assert again.statistics().file_names == names
         assert again.query_offsets("T", "k", 1, 0, FAR).phy_offsets == (600,)
         await again.stop()
@@ -211,7 +208,7 @@ async def test_index_service_abnormal_exit_drops_files_newer_than_checkpoint(
         await svc.load(last_exit_ok=True)
         await svc.start()
         for i in range(6):
-            svc.dispatch(_request(i * 100, T0 + i * 1000, keys="k"))
+            _dispatch(svc, i * 100, T0 + i * 1000, keys="k")
             await _settled(svc)
         await wait_until(lambda: checkpoint.index_msg_timestamp == T0 + 3000, 5)
         names = svc.statistics().file_names
@@ -236,7 +233,7 @@ async def test_index_service_file_names_unique_when_clock_stands_still(
         await svc.load(last_exit_ok=True)
         await svc.start()
         for i in range(9):
-            svc.dispatch(_request(i, T0, keys=f"k{i}"))
+            _dispatch(svc, i, T0, keys=f"k{i}")
             await _settled(svc)
         names = svc.statistics().file_names
         await svc.stop()
@@ -255,7 +252,7 @@ async def test_index_service_destroy_and_errors(
             await svc.start()
         await svc.load(last_exit_ok=True)
         await svc.start()
-        svc.dispatch(_request(1, T0, keys="k"))
+        _dispatch(svc, 1, T0, keys="k")
         await svc.destroy()
     assert list((tmp_path / "index").iterdir()) == []
 
@@ -271,8 +268,8 @@ async def test_index_service_load_drops_empty_spare_left_by_crash(
     async with asyncio.timeout(5):
         await svc.load(last_exit_ok=True)
         await svc.start()
-        svc.dispatch(_request(0, T0, keys="k"))
-        svc.dispatch(_request(100, T0 + 1000, keys="k"))
+        _dispatch(svc, 0, T0, keys="k")
+        _dispatch(svc, 100, T0 + 1000, keys="k")
         await svc.stop()
     IndexFile.create(tmp_path / "index" / "29991231235959999", 4, 5).close()
     again = _service(tmp_path, executor)
