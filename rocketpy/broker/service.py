@@ -1,5 +1,7 @@
 """BrokerService: wires one broker -- store, metadata managers, processors, remoting server,
-NameServer registration and the background services -- and runs its start/stop sequence.
+NameServer registration (``registration.py``), controller or acting-master mode
+(``controller_setup.py``, ``acting_setup.py``) and the background services -- and runs its
+start/stop sequence.
 
 Owns: start-up (open and recover the store, load ``topics.json``/``subscriptionGroup.json``/
 ``consumerOffset.json``/``delayOffset.json``, bind the listener, start long polling, delayed
@@ -21,7 +23,6 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Protocol
 
 import structlog
@@ -29,6 +30,7 @@ import structlog
 from rocketpy.broker.acting_setup import ActingMasterSetup
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
+from rocketpy.broker.controller_setup import ControllerModeSetup
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.metrics import stats_item_values
@@ -38,11 +40,10 @@ from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.broker_config import BrokerConfigAccess
 from rocketpy.broker.processors.pull import PullMessageProcessor
-from rocketpy.broker.processors.role_change import RoleChangeProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
-from rocketpy.broker.replicas_manager import ReplicasManager, build_replicas_manager
-from rocketpy.broker.role_handler import RoleHandler
+from rocketpy.broker.registration import NameServerRegistration
+from rocketpy.broker.replicas_manager import ReplicasManager
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.slave_sync import SlaveSynchronize
@@ -65,8 +66,7 @@ from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
 from rocketpy.store.config import MessageStoreConfig
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, DataVersion
-from rocketpy.store.epoch_cache import EpochFileCache
+from rocketpy.store.config_shapes import DataVersion
 
 log = structlog.get_logger(__name__)
 
@@ -150,7 +150,7 @@ class BrokerService:
         self._config_version = DataVersion(timestamp=clock.wall_ms())
         self._tasks = TaskSet(f"{config.broker_name}/broker")
         self._stop = asyncio.Event()
-        self._register_wanted = asyncio.Event()
+        self.registration = NameServerRegistration(self, self._stop, self._tasks)
         self._meta_dirty = asyncio.Event()
         #: Set when a critical background loop died of a bug; the CLI then exits non-zero.
         self.failed = asyncio.Event()
@@ -162,12 +162,19 @@ class BrokerService:
         self.replicas: ReplicasManager | None = None
         #: Controller-mode replication, built when the epoch file is opened (ha.md section 3).
         self.auto_ha: AutoSwitchHAService | None = None
-        self._reregister_pending = False
         #: Slave-acting-master mode (``enableSlaveActingMaster``), else None.
         self.acting: ActingMasterSetup | None = None
         self._build(config, max_message_size, is_slave)
         if config.enable_controller_mode:
-            self._build_controller_mode()
+            self.replicas = ControllerModeSetup(
+                self,
+                client=self._client,
+                store_root=self._store_root,
+                store_config=self._store_config,
+                executor=self._executor,
+                clock=self._clock,
+                on_fatal=self._critical_failed,
+            ).replicas
         elif config.enable_acting_master:
             self.acting = ActingMasterSetup(self, self._client)
             self.runtime.escape = self.acting.escape_put
@@ -221,7 +228,7 @@ class BrokerService:
             default_query_max_num=config.default_query_max_num,
             is_slave=is_slave,
             clock=clock,
-            register_now=self._register_wanted.set,
+            register_now=self.registration.want,
         )
         self._send = SendMessageProcessor(self.runtime)
         self._pull = PullMessageProcessor(self.runtime)
@@ -394,7 +401,7 @@ class BrokerService:
         cfg = self._config
         name = cfg.broker_name
         for task in (
-            self._tasks.spawn(self._register_loop(), name=f"{name}/register"),
+            self._tasks.spawn(self.registration.run(), name=f"{name}/register"),
             self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta"),
             self._tasks.spawn(
                 self.slave_sync.run(
@@ -485,106 +492,12 @@ class BrokerService:
     # -- registration ----------------------------------------------------------------------
 
     async def register_broker_all(self, *, force: bool) -> None:
-        """``registerBrokerAll``: full registration with every NameServer (light path first
-        when ``force`` is False)."""
-        namesrvs = self._config.namesrv_addr_list
-        if not namesrvs or (self.replicas is not None and not self.replicas.role_known):
-            return  # controller mode: fenced until the controller names a role
-        if self.acting is not None and self.acting.isolated:
-            return  # acting-master mode: invisible until pre-online ends
-        wrapper = self.topics.wrapper()
-        perm = self._config.broker_permission
-        if perm & (PERM_READ | PERM_WRITE) != (PERM_READ | PERM_WRITE):
-            wrapper = replace(
-                wrapper,
-                topic_config_table={
-                    k: replace(v, perm=v.perm & perm) for k, v in wrapper.topic_config_table.items()
-                },
-            )
-        who = self.identity()
-        if not force and not await self.outer.need_register(namesrvs, who, wrapper):
-            return
-        results = await self.outer.register_broker_all(
-            namesrvs,
-            who,
-            wrapper,
-            heartbeat_timeout_ms=self._config.broker_not_active_timeout_ms,
-            enable_acting_master=self._config.enable_acting_master,
-        )
-        for result in results:
-            if result.order_topics:
-                self.topics.update_order_topics(result.order_topics)
-            if self.replicas is not None:
-                self._follow_controller_master(result.ha_server_addr, result.master_addr)
-            else:
-                self._learn_master_ha_address(result.ha_server_addr)
-            if self.runtime.is_slave:
-                self.slave_sync.set_master_addr(result.master_addr)
-
-    def _learn_master_ha_address(self, ha_server_addr: str | None) -> None:
-        """A slave without ``haMasterAddress`` follows the NameServer's ``haServerAddr``
-        (``updateMasterHAServerAddrPeriodically``, ha.md section 1)."""
-        ha, ha_config = self.ha, self._ha_config
-        if ha is None or ha_config is None or not self.runtime.is_slave:
-            return
-        if ha_config.valid_master_address is None and ha_server_addr:
-            ha.update_ha_master_address(ha_server_addr)
-
-    def _follow_controller_master(
-        self, ha_server_addr: str | None, master_addr: str | None
-    ) -> None:
-        """Controller mode, slave: the AutoSwitch client follows the registration reply's
-        ``haServerAddr`` (ha.md section 1, ``changeToSlave`` then ``registerBrokerAll``).
-
-        Decided (stricter than upstream): the address is taken only when the reply's
-        ``masterAddr`` is the master the controller named, so a NameServer still listing a
-        dead master does not redirect the slave; otherwise registration is retried after
-        ``brokerHeartbeatInterval`` until the new master has registered.
-        """
-        replicas, ha = self.replicas, self.auto_ha
-        if replicas is None or ha is None or replicas.is_master or not replicas.role_known:
-            return
-        if ha_server_addr and master_addr == replicas.role.master_address:
-            ha.update_ha_master_address(ha_server_addr)
-            return
-        log.info(
-            "name server does not list the controller's master yet, registering again",
-            listed=master_addr,
-            master=replicas.role.master_address,
-        )
-        if not self._reregister_pending:
-            self._reregister_pending = True
-            self._tasks.spawn(
-                self._register_later(), name=f"{self._config.broker_name}/re-register"
-            )
-
-    async def _register_later(self) -> None:
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._config.broker_heartbeat_interval_ms / 1000):
-                    await self._stop.wait()
-        finally:
-            self._reregister_pending = False
-        self._register_wanted.set()
-
-    async def _register_loop(self) -> None:
-        period = self._config.register_name_server_period_ms / 1000
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(period):
-                    await self._register_wanted.wait()
-            if self._stop.is_set():
-                return
-            forced = self._register_wanted.is_set()
-            self._register_wanted.clear()
-            try:
-                await self.register_broker_all(force=forced or self._config.force_register)
-            except (OSError, TimeoutError) as e:
-                log.warning("register broker all failed", error=repr(e))
+        """``registerBrokerAll`` with every NameServer (:class:`NameServerRegistration`)."""
+        await self.registration.register_all(force=force)
 
     def _topics_changed(self) -> None:
         self._meta_dirty.set()
-        self._register_wanted.set()
+        self.registration.want()
 
     def _meta_changed(self) -> None:
         self._meta_dirty.set()
@@ -650,76 +563,7 @@ class BrokerService:
         self.topics.config = config
         self.groups.config = config
         self._config_version = self._config_version.next_version(self._clock.wall_ms())
-        self._register_wanted.set()
-
-    # -- controller mode -------------------------------------------------------------------
-
-    def _build_controller_mode(self) -> None:
-        """The ReplicasManager and its two requests (NOTIFY_BROKER_ROLE_CHANGED,
-        GET_BROKER_EPOCH_CACHE); ``BrokerController.initialize`` in controller mode."""
-        self.replicas = build_replicas_manager(
-            self._config,
-            self._store_root,
-            self._client,
-            address=lambda: self.address,
-            max_offset=lambda: self._store.store_offsets().max_phy_offset,
-            on_role_changed=self._on_role_changed,
-            on_fatal=self._critical_failed,
-            handler_factory=self._auto_switch_factory(),
-            executor=self._executor,
-            clock=self._clock,
-            identity_path=self._store_config.broker_identity_path,
-            epoch_path=self._store_config.epoch_file_path,
-        )
-        processor = RoleChangeProcessor(
-            self.replicas, lambda: self._store.store_offsets().max_phy_offset
-        )
-        for code, handler in processor.handlers().items():
-            self.registry.register(code, handler)
-
-    def _auto_switch_factory(self) -> Callable[[EpochFileCache], RoleHandler] | None:
-        """Builds the AutoSwitch HA service over the opened epoch file (default store with HA
-        settings only; otherwise the epoch-only handler replicates nothing)."""
-        store, ha_config = self._store, self._ha_config
-        if not isinstance(store, MessageStoreAdapter) or ha_config is None:
-            return None
-
-        def report(members: frozenset[int]) -> None:
-            if self.replicas is not None:
-                self.replicas.report_sync_state_set_nowait(members)
-
-        def build(epochs: EpochFileCache) -> RoleHandler:
-            service = AutoSwitchHAService(
-                store.store,
-                epochs,
-                ha_config,
-                # ReplicasManager replaces it (set_local_broker_id) as soon as it has the
-                # controller-assigned id, before any role change
-                local_broker_id=self._config.broker_id,
-                clock=self._clock,
-                on_sync_state_set_changed=report,
-            )
-            self.auto_ha = store.auto_ha = service
-            return service
-
-        return build
-
-    async def _on_role_changed(self) -> None:
-        """After a controller role change: writes on or off, master-only services, a new
-        DataVersion with ``stateVersion = masterEpoch`` and an immediate NameServer
-        registration under the new broker id (controller.md section 10)."""
-        replicas = self.replicas
-        if replicas is None:
-            return
-        was_slave = self.runtime.is_slave
-        self.runtime.is_slave = not replicas.is_master
-        structlog.contextvars.bind_contextvars(broker_id=replicas.route_broker_id)
-        if was_slave and replicas.is_master:
-            await self.schedule.start()
-        elif not was_slave and not replicas.is_master:
-            await self.schedule.stop()
-        self.topics.bump_data_version()
-        await self.register_broker_all(force=True)
+        self.registration.want()
 
 
 class _ConfigAccess(BrokerConfigAccess):
