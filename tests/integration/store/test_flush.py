@@ -78,6 +78,43 @@ async def test_commit_log_sync_group_commit_one_flush_for_many(tmp_path: Path) -
         await store.stop()
 
 
+class _DurableOnly:
+    """A dispatcher that records the end offset of each record it is given, and the flushed
+    offset at that moment."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self.seen: list[tuple[int, int]] = []
+
+    def dispatch(self, *fields: object) -> None:
+        offset, size = fields[2], fields[3]
+        assert isinstance(offset, int)
+        assert isinstance(size, int)
+        self.seen.append((offset + size, self._store.commit_log.flushed_offset))
+
+
+async def test_commit_log_sync_flush_dispatches_durable_records_without_later_puts(
+    tmp_path: Path,
+) -> None:
+    """1. SYNC_FLUSH store with a recording dispatcher. 2. 64 concurrent puts, twice, then one
+    put alone. 3. No more puts.
+    Expected: every record reaches the consume queue (129 units) with nothing appended after
+    it to carry the reput along, and none was dispatched before it was durable."""
+    store = MessageStore(_config(tmp_path, flushDiskType="SYNC_FLUSH"))
+    recorder = _DurableOnly(store)
+    store.register_dispatcher(recorder)
+    async with asyncio.timeout(20):
+        await store.start()
+        for _ in range(2):
+            results = await asyncio.gather(*(store.put_message(_msg()) for _ in range(64)))
+            assert {r.status for r in results} == {PutStatus.PUT_OK}
+        assert (await store.put_message(_msg())).status is PutStatus.PUT_OK
+        await wait_until(lambda: store.max_offset_in_queue("FlushTopic", 0) == 129, 5)
+        assert len(recorder.seen) == 129
+        assert all(end <= flushed for end, flushed in recorder.seen)
+        await store.stop()
+
+
 async def test_commit_log_sync_flush_timeout(tmp_path: Path) -> None:
     """1. SYNC_FLUSH with syncFlushTimeout 100 ms. 2. Occupy the flush executor (a stuck disk).
     3. Put. 4. Free the executor, put again.
