@@ -37,10 +37,11 @@ _held_slot: ContextVar[Callable[[], None] | None] = ContextVar("request_gate_slo
 def release_slot_early() -> None:
     """Give back the current request's slot before a wait that needs no worker.
 
-    Upstream's send thread returns as soon as the append is done and the SYNC_MASTER reply is
-    written when the replication future completes (``asyncPutMessage`` + ``handleHA``), so the
-    thread pool bounds appends, not replication waits. The request calls this before waiting
-    for slave acks; the in-flight cap per connection still bounds the waiters.
+    Upstream's send thread returns as soon as the append is done and the reply is written when
+    the flush and replication futures complete (``asyncPutMessage``, ``handleDiskFlush``,
+    ``handleHA``), so the thread pool bounds appends, not disk or replication waits. The
+    request calls this once its record is written, before waiting for a SYNC_FLUSH fdatasync
+    or slave acks; the in-flight cap per connection still bounds the waiters.
     """
     release = _held_slot.get()
     if release is not None:

@@ -282,14 +282,19 @@ class MessageStoreAdapter:
         return self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset)
 
     async def _put(
-        self, append: Callable[[_T], Awaitable[AppendResult]], stored: _T, wait_store: bool
+        self,
+        append: Callable[[_T, Callable[[], None]], Awaitable[AppendResult]],
+        stored: _T,
+        wait_store: bool,
     ) -> PutResult:
         ha: DefaultHAService | AutoSwitchHAService | None = (
             self.auto_ha if self.auto_ha is not None else self.ha
         )
         if self._replicas_refuse():
             return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
-        appended = await append(stored)
+        # Written, the send slot goes back: a SYNC_FLUSH wait for the disk holds none (else
+        # sendMessageThreadPoolNums sends at most would share one fdatasync).
+        appended = await append(stored, release_slot_early)
         result = _from_append(appended)
         if ha is None or result.status is not PutMessageStatus.PUT_OK:
             return result

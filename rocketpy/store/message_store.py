@@ -209,18 +209,24 @@ class MessageStore:
 
     # ------------------------------------------------------------------ write
 
-    def put_message(self, msg: MessageToStore) -> Awaitable[AppendResult]:
+    def put_message(
+        self, msg: MessageToStore, appended: Callable[[], None] | None = None
+    ) -> Awaitable[AppendResult]:
         """Append one message (store.md section 3). The commit log's coroutine itself: no
-        frame of ours per message."""
-        return self.commit_log.put_message(msg)
+        frame of ours per message. ``appended``: called once it is written, before a
+        SYNC_FLUSH wait for the disk."""
+        return self.commit_log.put_message(msg, appended)
 
     def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
         """:meth:`put_message` if it needs no await, else None with nothing written."""
         return self.commit_log.put_message_nowait(msg)
 
-    def put_batch(self, batch: MessageBatch) -> Awaitable[AppendResult]:
-        """Append a batch with consecutive queue offsets (the commit log's coroutine)."""
-        return self.commit_log.put_batch(batch)
+    def put_batch(
+        self, batch: MessageBatch, appended: Callable[[], None] | None = None
+    ) -> Awaitable[AppendResult]:
+        """Append a batch with consecutive queue offsets (the commit log's coroutine);
+        ``appended`` as for :meth:`put_message`."""
+        return self.commit_log.put_batch(batch, appended)
 
     def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
         """:meth:`put_batch` if it needs no await, else None with nothing written."""

@@ -187,28 +187,39 @@ class CommitLog:
         await self._drop_ahead()
         self._waiters.cancel_all()
 
-    def put_message(self, msg: MessageToStore) -> Coroutine[Any, Any, AppendResult]:
+    def put_message(
+        self, msg: MessageToStore, appended: Callable[[], None] | None = None
+    ) -> Coroutine[Any, Any, AppendResult]:
         """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush
-        (the shared coroutine itself: no frame of ours per message)."""
-        return self._put(self._append_nowait, msg, msg.wait_store)
+        (the shared coroutine itself: no frame of ours per message). ``appended`` is called
+        once the record is written, before that wait: the caller's work is done but for
+        the disk (the broker gives back its send slot, as upstream's send thread returns
+        while the flush future is pending)."""
+        return self._put(self._append_nowait, msg, msg.wait_store, appended)
 
     def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
         """:meth:`put_message` when no await is needed: None, with nothing written, when it would
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
 
-    def put_batch(self, batch: MessageBatch) -> Coroutine[Any, Any, AppendResult]:
+    def put_batch(
+        self, batch: MessageBatch, appended: Callable[[], None] | None = None
+    ) -> Coroutine[Any, Any, AppendResult]:
         """Append a batch as consecutive records of one segment with consecutive queue offsets;
         a batch that does not fit the current segment goes whole to the next, as upstream's
-        encoded batch."""
-        return self._put(self._append_batch_nowait, batch, batch.wait_store)
+        encoded batch. ``appended`` as for :meth:`put_message`."""
+        return self._put(self._append_batch_nowait, batch, batch.wait_store, appended)
 
     def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
         """:meth:`put_batch` when no await is needed (see :meth:`put_message_nowait`)."""
         return self._put_nowait(self._append_batch_nowait, batch)
 
     async def _put(
-        self, append: Callable[[_M], AppendResult | None], what: _M, wait_store: bool
+        self,
+        append: Callable[[_M], AppendResult | None],
+        what: _M,
+        wait_store: bool,
+        appended: Callable[[], None] | None,
     ) -> AppendResult:
         if not self.writable or self.disk_full:
             return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
@@ -223,6 +234,8 @@ class CommitLog:
             end = result.wrote_offset + result.wrote_bytes
             if self.flushed_offset < end:
                 self._wake.set()
+                if wait_store and appended is not None:
+                    appended()
                 if wait_store and not await self._waiters.future(
                     end, self.config.sync_flush_timeout / 1000
                 ):
