@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,26 +161,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.seen: list[DispatchRequest] = []
 
-    def dispatch(  # noqa: PLR0917 -- the dispatcher protocol's positional fields
-        self,
-        topic: str,
-        queue_id: int,
-        commit_log_offset: int,
-        msg_size: int,
-        tags_code: int,
-        store_timestamp: int,
-        consume_queue_offset: int,
-        properties: str,
-        sys_flag: int,
-        prepared_transaction_offset: int,
-        /,
-    ) -> None:
-        self.seen.append(
-            DispatchRequest(
-                topic, queue_id, commit_log_offset, msg_size, tags_code, store_timestamp,
-                consume_queue_offset, properties, sys_flag, prepared_transaction_offset,
-            )
-        )  # fmt: skip
+    def dispatch(self, *fields: Any) -> None:
+        """The dispatcher protocol's positional fields are a DispatchRequest's, in order."""
+        self.seen.append(DispatchRequest(*fields))
 
 
 def _record_dispatches(store: MessageStore) -> list[DispatchRequest]:
