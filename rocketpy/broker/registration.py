@@ -32,11 +32,13 @@ class NameServerRegistration:
     """Registers ``svc`` with every NameServer, now or on its schedule."""
 
     def __init__(self, svc: BrokerService, stop: asyncio.Event, tasks: TaskSet) -> None:
-        """Args:
-        svc: the broker whose components are read at each registration (controller and
-            acting-master parts may be built after this object).
-        stop: set when the broker stops; ends the loop and any pending retry.
-        tasks: the broker's tasks, where a delayed retry runs.
+        """Nothing is sent until :meth:`register_all` or :meth:`run`.
+
+        Args:
+            svc: the broker whose components are read at each registration (its controller
+                and acting-master parts may be built after this object).
+            stop: set when the broker stops; ends the loop and any pending retry.
+            tasks: the broker's tasks, where a delayed retry runs.
         """
         self._svc = svc
         self._stop = stop
