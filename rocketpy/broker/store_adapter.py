@@ -177,6 +177,8 @@ class MessageStoreAdapter:
         self.config = config
         self._arrival_listeners: list[ArrivalListener] = []
         self.store = MessageStore(config, clock=clock, on_arrival=self._arrived)
+        # A SYNC_FLUSH put always waits for the disk: the send path goes straight to put_message.
+        self._sync_flush = self.store.commit_log.sync_flush
         # DefaultMessageStore owns its HAService upstream; so does this adapter.
         self.ha: DefaultHAService | None = None
         #: Controller mode: the AutoSwitch service the send path waits on (ha.md 3.8). The
@@ -257,6 +259,8 @@ class MessageStoreAdapter:
     def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
         to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
+        if self._sync_flush:
+            return None  # always waits: converted once, by put_message
         stored = _to_store(msg)
         return self._put_nowait(stored.wait_store, self.store.put_message_nowait, stored)
 
