@@ -76,15 +76,10 @@ def message_timeup(msg: StoredMessage, store_host: tuple[str, int]) -> MessageTo
         queue_id = int(props.get(MessageConst.REAL_QID, "0"))
     except ValueError:
         queue_id = 0
-    return MessageToStore(
+    return msg.restored(
         topic=topic,
         queue_id=queue_id,
-        body=msg.body,
-        flag=msg.flag,
         properties=props,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
         store_host=store_host,
         reconsume_times=msg.reconsume_times,
     )

@@ -148,6 +148,30 @@ class StoredMessage:
     body: bytes
     properties: Mapping[str, str]
 
+    def restored(
+        self,
+        *,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        store_host: tuple[str, int],
+        reconsume_times: int,
+    ) -> MessageToStore:
+        """This record stored again under ``topic``/``queue_id`` (a retry, a due delayed
+        message): body, flag, sys flag and born fields carried over."""
+        return MessageToStore(
+            topic=topic,
+            queue_id=queue_id,
+            body=self.body,
+            flag=self.flag,
+            properties=properties,
+            sys_flag=self.sys_flag,
+            born_timestamp=self.born_timestamp,
+            born_host=self.born_host,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueryResult:

@@ -75,15 +75,10 @@ async def consumer_send_msg_back(
         props[MessageConst.ORIGIN_MESSAGE_ID] = encode_offset_msg_id(
             original.store_host, original.commit_log_offset
         )
-    msg = MessageToStore(
+    msg = original.restored(
         topic=new_topic,
         queue_id=queue_id,
-        body=original.body,
-        flag=original.flag,
         properties=props,
-        sys_flag=original.sys_flag,
-        born_timestamp=original.born_timestamp,
-        born_host=original.born_host,
         store_host=rt.store_host,
         reconsume_times=original.reconsume_times + 1,
     )
