@@ -177,7 +177,8 @@ class MessageStoreAdapter:
         self.config = config
         self._arrival_listeners: list[ArrivalListener] = []
         self.store = MessageStore(config, clock=clock, on_arrival=self._arrived)
-        # A SYNC_FLUSH put always waits for the disk: the send path goes straight to put_message.
+        # A SYNC_FLUSH put always waits for the disk (the commit log's nowait puts refuse it):
+        # the send path goes straight to the awaited put, without converting or checking twice.
         self._sync_flush = self.store.commit_log.sync_flush
         # DefaultMessageStore owns its HAService upstream; so does this adapter.
         self.ha: DefaultHAService | None = None
@@ -266,6 +267,8 @@ class MessageStoreAdapter:
 
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` without awaiting, as :meth:`put_message_nowait`."""
+        if self._sync_flush:
+            return None
         return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
 
     def _put_nowait(
