@@ -108,6 +108,24 @@ def decode_properties(text: str | None) -> dict[str, str]:
     return out
 
 
+def property_value(text: str, name: str) -> str | None:
+    """``decode_properties(text).get(name)`` without building the map: the usual case (the
+    last ``name``, starting a segment, with a value) is read in place, anything else goes
+    through :func:`decode_properties`. Per pulled record for ``UNIQ_KEY`` (and ``TAGS`` when
+    filtering)."""
+    named = name + NAME_VALUE_SEPARATOR
+    i = text.rfind(named)
+    if i < 0:
+        return None
+    if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
+        start = i + len(named)
+        stop = text.find(PROPERTY_SEPARATOR, start)
+        value = text[start:] if stop < 0 else text[start:stop]
+        if value:
+            return value
+    return decode_properties(text).get(name)
+
+
 def encode_batch_body(items: Iterable[tuple[int, bytes, str]]) -> bytes:
     """``MessageDecoder.encodeMessages``: (flag, body, properties) per message; MAGIC and BODYCRC
     are written as 0 (the broker ignores them)."""

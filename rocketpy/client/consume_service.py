@@ -18,7 +18,6 @@ nothing; listeners that suspend get up to ``concurrency`` calls in flight.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import time
 from collections import deque
@@ -62,10 +61,10 @@ SendBack = Callable[[MessageExt], Awaitable[bool]]
 def restore_topic(msg: MessageExt, retry_topic: str) -> MessageExt:
     """``resetRetryAndNamespace``: a message of the group's retry topic shows its original
     topic."""
+    if msg.topic != retry_topic:
+        return msg  # first: the properties of a pulled message are decoded only when read
     original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-    if original and msg.topic == retry_topic:
-        return dataclasses.replace(msg, topic=original)
-    return msg
+    return msg.replace(topic=original) if original else msg
 
 
 class ConsumeConcurrentlyService:

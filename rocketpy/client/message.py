@@ -12,22 +12,21 @@ import socket
 import struct
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from rocketpy.client.codec import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     MAGIC_V1,
     MAGIC_V2,
-    NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
-    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
     RawRecord,
     decode_properties,
     encode_offset_msg_id,
+    property_value,
     uncompress_body,
 )
 from rocketpy.remoting.protocol.body.broker import MessageQueue
@@ -67,34 +66,101 @@ class Message:
     flag: int = 0
 
 
-# Not frozen: one per consumed message on the consumer's hot path (a frozen ``__init__`` of 18
-# fields costs three times as much). Treat as read-only.
-@dataclass(slots=True, kw_only=True)
 class MessageExt:
-    """A consumed message (``MessageClientExt``).
+    """A consumed message (``MessageClientExt``). Treat as read-only.
 
     ``msg_id`` is the producer's ``UNIQ_KEY`` when present, else the offset id (as Java's
     ``MessageClientExt.getMsgId``); ``offset_msg_id`` encodes the store host and commit-log offset.
+
+    ``properties`` may be given as the record's raw text (``properties_text``, plus ``extra``
+    entries laid over it): the map is then built on first use. A consumer that reads only the
+    body and ids never pays for it (a third of decoding a pulled record). Not a dataclass for
+    that reason; equality and repr compare and show the fields as one would.
     """
 
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    msg_id: str
-    offset_msg_id: str
-    broker_name: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    store_size: int
-    flag: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: Address
-    store_timestamp: int
-    store_host: Address
-    reconsume_times: int
-    prepared_transaction_offset: int
+    __slots__ = (
+        "_extra",
+        "_properties",
+        "_text",
+        "body",
+        "born_host",
+        "born_timestamp",
+        "broker_name",
+        "commit_log_offset",
+        "flag",
+        "msg_id",
+        "offset_msg_id",
+        "prepared_transaction_offset",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+        "topic",
+    )
+
+    # Positional order is the field order below (the pull decoder passes them positionally).
+    def __init__(  # noqa: PLR0917 -- one parameter per MessageClientExt field
+        self,
+        topic: str,
+        body: bytes,
+        properties: dict[str, str] | None,
+        msg_id: str,
+        offset_msg_id: str,
+        broker_name: str,
+        queue_id: int,
+        queue_offset: int,
+        commit_log_offset: int,
+        store_size: int,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: Address,
+        store_timestamp: int,
+        store_host: Address,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        properties_text: str = "",
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self._properties = properties
+        self._text = properties_text
+        self._extra = extra
+        self.msg_id = msg_id
+        self.offset_msg_id = offset_msg_id
+        self.broker_name = broker_name
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.store_size = store_size
+        self.flag = flag
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The message's properties (built from the record's text on first use)."""
+        props = self._properties
+        if props is None:
+            props = self._properties = decode_properties(self._text)
+            if self._extra:
+                props.update(self._extra)
+            self._text, self._extra = "", None
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+        self._text, self._extra = "", None
 
     @property
     def tags(self) -> str | None:
@@ -110,6 +176,50 @@ class MessageExt:
     def message_queue(self) -> MessageQueue:
         """The queue this message was pulled from."""
         return MessageQueue(topic=self.topic, broker_name=self.broker_name, queue_id=self.queue_id)
+
+    def replace(self, **changes: Any) -> MessageExt:
+        """A copy with ``changes`` (constructor field names), as ``dataclasses.replace``."""
+        fields = {name: getattr(self, name) for name in _EXT_FIELDS}
+        fields.update(changes)
+        return MessageExt(**fields)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in _EXT_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not MessageExt:
+            return NotImplemented
+        assert isinstance(other, MessageExt)  # noqa: S101 - narrowed for mypy
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in _EXT_FIELDS)
+        return f"MessageExt({inner})"
+
+
+#: MessageExt's fields in constructor order (what equality, repr and replace cover).
+_EXT_FIELDS: Final = (
+    "topic",
+    "body",
+    "properties",
+    "msg_id",
+    "offset_msg_id",
+    "broker_name",
+    "queue_id",
+    "queue_offset",
+    "commit_log_offset",
+    "store_size",
+    "flag",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+)
 
 
 def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
@@ -221,42 +331,26 @@ class _PullBodyReader:
         (props_len,) = _INT16.unpack_from(data, at)
         if body_len < 0 or topic_len < 0 or props_len < 0 or at + 2 + props_len != rec_end:
             raise ValueError("record size disagrees with its fields")
-        # decode_properties: a segment needs a name and a value; the last duplicate wins.
-        props: dict[str, str] = {}
-        for seg in data[at + 2 : rec_end].decode().split(PROPERTY_SEPARATOR):
-            k, _, v = seg.partition(NAME_VALUE_SEPARATOR)
-            if k and v:
-                props[k] = v
-        if self._tags is not None and props.get(PROPERTY_TAGS) not in self._tags:
+        # The properties map is built only if the consumer reads it (MessageExt.properties).
+        text = data[at + 2 : rec_end].decode()
+        if self._tags is not None and property_value(text, PROPERTY_TAGS) not in self._tags:
             return None, rec_end
-        if self._extra:
-            props.update(self._extra)
+        extra = self._extra
         if sys_flag & COMPRESSED_FLAG:
             payload = uncompress_body(payload, sys_flag)
         born_host = _HOSTS.get(born) or _host(born)
         store_host = _HOSTS.get(store) or _host(store)
         prefix = _ID_PREFIXES.get(store) or _id_prefix(store)
         offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
+        if extra and PROPERTY_UNIQ_KEY in extra:
+            uniq: str | None = extra[PROPERTY_UNIQ_KEY]
+        else:
+            uniq = property_value(text, PROPERTY_UNIQ_KEY)
         msg = MessageExt(
-            topic=topic,
-            body=payload,
-            properties=props,
-            msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
-            offset_msg_id=offset_id,
-            broker_name=self._broker_name,
-            queue_id=qid,
-            queue_offset=qoff,
-            commit_log_offset=phys,
-            store_size=size,
-            flag=flag,
-            sys_flag=sys_flag,
-            born_timestamp=born_ts,
-            born_host=born_host,
-            store_timestamp=store_ts,
-            store_host=store_host,
-            reconsume_times=reconsume,
-            prepared_transaction_offset=prepared,
-        )
+            topic, payload, None, uniq or offset_id, offset_id, self._broker_name, qid, qoff,
+            phys, size, flag, sys_flag, born_ts, born_host, store_ts, store_host, reconsume,
+            prepared, text, extra,
+        )  # fmt: skip
         return msg, rec_end
 
 

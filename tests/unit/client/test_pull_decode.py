@@ -14,9 +14,12 @@ from rocketpy.client.codec import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
     MessageCodecError,
+    decode_properties,
     decode_records,
     encode_properties,
+    property_value,
 )
+from rocketpy.client.consume_service import restore_topic
 from rocketpy.client.message import MessageExt, decode_message_exts, message_ext_from_record
 from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, choose_magic, encode_record
 
@@ -156,3 +159,49 @@ def test_decode_message_exts_long_topic_is_v2() -> None:
     rec = encode_record(MessageRecord(topic="t" * 200, queue_id=1, body=b"", magic=MAGIC_V2))
     assert decode_message_exts(rec, "b") == _reference(rec, "b")
     assert decode_message_exts(rec, "b")[0].topic == "t" * 200
+
+
+# Segments as they come, malformed ones included: names that end in or contain a wanted name,
+# empty names and values, duplicates, a separator inside a value.
+_segment = st.one_of(
+    st.tuples(st.sampled_from(["UNIQ_KEY", "TAGS", "XUNIQ_KEY", "UNIQ_KEYS", ""]), _names).map(
+        lambda kv: f"{kv[0]}\x01{kv[1]}"
+    ),
+    st.sampled_from(["UNIQ_KEY\x01a\x01b", "\x01UNIQ_KEY\x01c", "UNIQ_KEY", "", "TAGS\x01"]),
+    _names,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_segment, max_size=6), st.booleans(), st.sampled_from(["UNIQ_KEY", "TAGS"]))
+def test_property_value_is_decode_properties_get(
+    segments: list[str], trailing: bool, name: str
+) -> None:
+    """1. Join random (also malformed) segments into a properties text. 2. Look up UNIQ_KEY or
+    TAGS in place. Expected: what the decoded map holds (last non-empty duplicate wins)."""
+    text = "\x02".join(segments) + ("\x02" if trailing else "")
+    assert property_value(text, name) == decode_properties(text).get(name)
+
+
+def test_pulled_message_properties_are_decoded_on_first_use() -> None:
+    """1. Decode the golden record with MIN/MAX_OFFSET extras. 2. Read ids, then properties,
+    then copy it onto its original topic (a retry-topic message, restore_topic).
+    Expected: the id comes from UNIQ_KEY before any map is built; the map has the record's
+    properties plus the extras and equals the reference decoder's; the restored copy keeps
+    every other field; a message of another topic is returned as is."""
+    extra = {PROPERTY_MIN_OFFSET: "0", PROPERTY_MAX_OFFSET: "9"}
+    (msg,) = decode_message_exts(_GOLDEN, "broker-a", extra_properties=extra)
+    assert msg._properties is None  # not built by decoding
+    assert msg.msg_id == "K"
+    assert msg._properties is None
+    assert msg.tags == "a"
+    assert msg.properties == {"TAGS": "a", "UNIQ_KEY": "K", **extra}
+    (ref,) = _reference(_GOLDEN, "broker-a")
+    ref.properties.update(extra)
+    assert msg == ref
+    assert "MessageExt(topic='T'" in repr(msg)
+    retried = msg.replace(topic="%RETRY%g", properties={**msg.properties, "RETRY_TOPIC": "T0"})
+    restored = restore_topic(retried, "%RETRY%g")
+    assert restored.topic == "T0"
+    assert restored.replace(topic="%RETRY%g") == retried
+    assert restore_topic(msg, "%RETRY%g") is msg
