@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.client.message import Message, MessageExt, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.client.push_consumer import ConsumeStatus, PushConsumer
@@ -365,7 +366,15 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, ech
     topic, d, pid = args.topic, args.duration, broker.proc.pid
     print(f"broker pid {pid} idle: {memory_summary(pid)}; {args.size} B messages, {d:.0f} s/phase")
     frames = send_frames(topic, args.size, 8192)
-    # Warm up: create the topic, fault in the first mapped pages.
+    # The topic, as an operator makes one (mqadmin updateTopic, upstream's 8 read/write queues):
+    # a send would auto-create it with the producer's defaultTopicQueueNums (4), and queues
+    # are how far a push consumer pipelines its pulls (one in flight per queue).
+    admin = AdminClient(namesrv)
+    try:
+        await admin.create_topic(f"127.0.0.1:{broker.booted}", TopicSpec(topic=topic))
+    finally:
+        await admin.close()
+    # Warm up: fault in the first mapped pages.
     warm = await run_producer(
         namesrv, topic, size=args.size, inflight=8, duration_s=1, report_interval_s=60
     )
@@ -504,7 +513,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
             )
-        # The suite's own topic is auto-created with 8 queues (BenchmarkTest has 1,024).
+        # The suite creates its own topic with 8 queues (BenchmarkTest has 1,024).
         p.add_argument(
             "-t", "--topic", default="BenchmarkSuite" if name == "suite" else "BenchmarkTest"
         )
