@@ -89,6 +89,7 @@ class MessageStore:
             self.commit_log.confirm_offset,
             on_arrival=on_arrival,
             hints=self.commit_log.dispatch_hints,
+            put_run=self._put_cq_run,
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
@@ -265,6 +266,20 @@ class MessageStore:
         if checkpoint is not None:
             checkpoint.logics_msg_timestamp = store_timestamp
         return None
+
+    def _put_cq_run(
+        self, topic: str, queue_id: int, units: list[int], queue_offset: int, store_timestamp: int
+    ) -> bool:
+        """The consume-queue units of a run of records of one queue (a batch), written at once
+        when the queue's segment has room for all of them; False (nothing written) sends the
+        reput back to :meth:`_put_cq` per record. Never for prepared/rolled-back records."""
+        q = self.queues.get((topic, queue_id))
+        if q is None or not q.put_run_nowait(units, queue_offset):
+            return False
+        checkpoint = self.checkpoint
+        if checkpoint is not None:
+            checkpoint.logics_msg_timestamp = store_timestamp
+        return True
 
     async def _put_cq_slow(
         self, q: ConsumeQueue, unit: CqUnit, queue_offset: int, store_timestamp: int

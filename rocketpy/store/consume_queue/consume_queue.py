@@ -21,6 +21,7 @@ from rocketpy.store.consume_queue.unit import (
     CqUnit,
     decode_unit,
     encode_unit,
+    units_struct,
 )
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -121,6 +122,27 @@ class ConsumeQueue:
         _UNIT_PACK(last.buffer, pos, commit_log_offset, size, tags_code)
         last.wrote_position = pos + UNIT_SIZE
         self.max_physic_offset = commit_log_offset + size
+        return True
+
+    def put_run_nowait(self, units: list[int], queue_offset: int) -> bool:
+        """:meth:`put_nowait` for consecutive units (``units`` flattened: commit-log offset,
+        size, tags code of each, at most ``MAX_UNITS_PER_PACK``) at consecutive queue offsets
+        from ``queue_offset``, with one ``pack_into``: all of them, or (False) none."""
+        files = self.mfq.files
+        if not files:
+            return False
+        count = len(units) // 3
+        last = files[-1]
+        pos = last.wrote_position
+        if (
+            pos + UNIT_SIZE * count > last.size
+            or units[0] + units[1] <= self.max_physic_offset
+            or last.file_from_offset + pos != queue_offset * UNIT_SIZE
+        ):
+            return False
+        units_struct(count).pack_into(last.buffer, pos, *units)
+        last.wrote_position = pos + UNIT_SIZE * count
+        self.max_physic_offset = units[-3] + units[-2]
         return True
 
     async def put(self, unit: CqUnit, queue_offset: int, alloc: Executor) -> bool:

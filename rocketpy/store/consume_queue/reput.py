@@ -32,6 +32,7 @@ from rocketpy.store.commit_log.record import (
     body_crc,
     is_prepared_or_rollback,
 )
+from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -45,6 +46,10 @@ ArrivalHook = Callable[[str, int, int, int], None]
 #: code, queue offset, store timestamp, sys flag): None when done synchronously, else what to
 #: await. Positional: called per record.
 PutCq = Callable[[str, int, int, int, int, int, int, int], Awaitable[None] | None]
+#: Writes the consume-queue units of a run of records of one queue at once: (topic, queue id,
+#: flattened [commit-log offset, size, tags code] per record, first queue offset, last store
+#: timestamp); False when it wrote nothing (then each goes through :data:`PutCq`).
+PutCqRun = Callable[[str, int, list[int], int, int], bool]
 
 
 def read_request(
@@ -138,8 +143,10 @@ class ReputService:
         check_crc: bool = False,
         on_arrival: ArrivalHook | None = None,
         hints: deque[DispatchHint] | None = None,
+        put_run: PutCqRun | None = None,
     ) -> None:
         self.mfq = mfq
+        self.put_run = put_run
         self.bound = bound
         self.check_crc = check_crc
         self.on_arrival = on_arrival
@@ -215,10 +222,11 @@ class ReputService:
         everything bound to locals. Stale hints (below ``reput_from``) are dropped. Returns
         True when the run ended below ``bound`` at a record without a hint (to be scanned),
         False when there is nothing more to do for now (the bound reached, or the next hint
-        crosses it)."""
+        crosses it). Consecutive records of one queue (a batch) go to :meth:`_dispatch_run`."""
         hints = self.hints
         dispatchers = self.dispatchers
         on_arrival = self.on_arrival if notify else None
+        put_run = self.put_run
         offset = self.reput_from
         while hints and offset < bound:
             hint = hints[0]
@@ -232,6 +240,17 @@ class ReputService:
             if end > bound:
                 return False  # only whole records below the bound, as for scanned ones
             hints.popleft()
+            if put_run is not None and hints:
+                nxt = hints[0]
+                if (
+                    nxt[0] == end
+                    and nxt[4] == queue_offset + 1
+                    and nxt[3] == queue_id
+                    and nxt[2] == topic
+                    and not is_prepared_or_rollback(sys_flag)
+                ):
+                    offset = await self._dispatch_run(put_cq, put_run, bound, on_arrival, hint)
+                    continue
             tags = tags_code_of(text)
             pending = put_cq(topic, queue_id, offset, size, tags, queue_offset, timestamp, sys_flag)
             if pending is not None:
@@ -245,6 +264,60 @@ class ReputService:
             if on_arrival is not None and not is_prepared_or_rollback(sys_flag):
                 on_arrival(topic, queue_id, queue_offset + 1, tags)
         return offset < bound
+
+    async def _dispatch_run(
+        self,
+        put_cq: PutCq,
+        put_run: PutCqRun,
+        bound: int,
+        on_arrival: ArrivalHook | None,
+        first: DispatchHint,
+    ) -> int:
+        """``first`` (already taken) and the hints after it that continue it: each record where
+        the previous ended, in the same queue at the next queue offset, consumable, below
+        ``bound`` -- a batch's records. Their consume-queue units are written with one pack
+        (per record through ``put_cq`` when the queue cannot take them at once), each record
+        goes to the dispatchers, and arrival is told once per tags code with the run's new max
+        offset. Returns where the run ended (the new ``reput_from``)."""
+        hints = self.hints
+        topic, queue_id = first[2], first[3]
+        run = [first]
+        end = first[0] + first[1]
+        next_queue_offset = first[4] + 1
+        while hints and len(run) < MAX_UNITS_PER_PACK:
+            h = hints[0]
+            if (
+                h[0] != end
+                or h[4] != next_queue_offset
+                or h[3] != queue_id
+                or h[2] != topic
+                or is_prepared_or_rollback(h[7])
+                or end + h[1] > bound
+            ):
+                break
+            hints.popleft()
+            run.append(h)
+            end += h[1]
+            next_queue_offset += 1
+        units: list[int] = []
+        codes: list[int] = []
+        for h in run:
+            tags = tags_code_of(h[6])
+            codes.append(tags)
+            units += (h[0], h[1], tags)
+        if not put_run(topic, queue_id, units, first[4], run[-1][5]):
+            for h, tags in zip(run, codes, strict=True):
+                pending = put_cq(topic, queue_id, h[0], h[1], tags, h[4], h[5], h[7])
+                if pending is not None:
+                    await pending
+        for d in self.dispatchers:
+            for h, tags in zip(run, codes, strict=True):
+                d.dispatch(topic, queue_id, h[0], h[1], tags, h[5], h[4], h[6], h[7], h[8])
+        self.reput_from = end
+        if on_arrival is not None:
+            for tags in dict.fromkeys(codes):
+                on_arrival(topic, queue_id, next_queue_offset, tags)
+        return end
 
     def _partial_tail(self, bound: int) -> bool:
         mf = self.mfq.find(self.reput_from)

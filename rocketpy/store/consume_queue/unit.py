@@ -23,6 +23,20 @@ UNIT_SIZE: Final = UNIT.size  # 20
 BLANK_UNIT_SIZE: Final = 0x7FFFFFFF
 
 
+#: Units per :func:`units_struct` (a longer run is written in several).
+MAX_UNITS_PER_PACK: Final = 256
+_UNITS: dict[int, struct.Struct] = {}
+
+
+def units_struct(count: int) -> struct.Struct:
+    """The struct of ``count`` consecutive units (1 <= count <= :data:`MAX_UNITS_PER_PACK`),
+    so a run of them is written with one ``pack_into``."""
+    st = _UNITS.get(count)
+    if st is None:
+        st = _UNITS[count] = struct.Struct(">" + "qiq" * count)
+    return st
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CqUnit:
     """One consume-queue entry."""

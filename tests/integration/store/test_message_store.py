@@ -389,3 +389,56 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
         got = store.get_message("g", "TopicTest", 0, offset=0, max_count=100)
         assert [decode_record(b).body for b in got.records] == [_msg(i).body for i in range(30)]
         await store.stop()
+
+
+async def test_message_store_batch_runs_build_units_and_tell_arrival_once_per_tag(
+    tmp_path: Path,
+) -> None:
+    """1. With the background reput stopped, put 5 batches of 7 (tags alternate tag0/tag1) to
+    queue 0, a single message to queue 1 after each, then a batch of 6 to queue 1 (the
+    400-byte consume-queue segments hold 20 units, so runs cross segment ends).
+    2. Dispatch. Expected: all 46 records are dispatched once, in commit-log order, equal to
+    the scanned record; each consume-queue unit holds its record's offset, size and tags
+    code; arrival is told once per tags code of each run (the last single of queue 1 and the
+    batch after it are one run), with the run's new max offset, and single records each
+    once; the queues end at 35 and 11 units."""
+    async with asyncio.timeout(30):
+        told: list[tuple[str, int, int, int]] = []
+        store = MessageStore(_config(tmp_path), on_arrival=lambda *a: told.append(a))
+        seen = _record_dispatches(store)
+        await store.start()
+        await store.reput.stop(store._put_cq)
+        for n in range(5):
+            r = await store.put_batch(_batch(range(n * 7, n * 7 + 7)))
+            assert (r.status, r.queue_offset, r.msg_num) == (PutStatus.PUT_OK, n * 7, 7)
+            assert (await store.put_message(_msg(100 + n, 1))).status is PutStatus.PUT_OK
+        items = [(0, m.body, m.properties) for m in map(_msg, range(200, 206))]
+        r = await store.put_batch(MessageBatch(topic="TopicTest", queue_id=1, items=items))
+        assert (r.status, r.queue_offset) == (PutStatus.PUT_OK, 5)
+        await store.reput.dispatch_available(store._put_cq)
+        assert store.reput.reput_from == store.commit_log.max_offset
+        assert len(seen) == 46
+        for req in seen:
+            assert read_request(store.commit_log.mfq, req.commit_log_offset, check_crc=True) == (
+                req, req.msg_size,
+            )  # fmt: skip
+        assert [r.commit_log_offset for r in seen] == sorted(r.commit_log_offset for r in seen)
+        for req in seen:
+            unit = store.queues[("TopicTest", req.queue_id)].get_unit(req.consume_queue_offset)
+            assert unit is not None
+            assert (unit.commit_log_offset, unit.size, unit.tags_code) == (
+                req.commit_log_offset, req.msg_size, req.tags_code,
+            )  # fmt: skip
+        tag0, tag1 = seen[0].tags_code, seen[1].tags_code
+        assert tag0 != tag1
+        expected: list[tuple[str, int, int, int]] = []
+        for n in range(5):
+            first_tag, other = (tag0, tag1) if n % 2 == 0 else (tag1, tag0)
+            expected += [("TopicTest", 0, n * 7 + 7, first_tag), ("TopicTest", 0, n * 7 + 7, other)]
+            if n < 4:  # the last single and the batch after it make one run of queue 1
+                expected.append(("TopicTest", 1, n + 1, seen[n * 8 + 7].tags_code))
+        expected += [("TopicTest", 1, 11, tag0), ("TopicTest", 1, 11, tag1)]
+        assert told == expected
+        assert store.max_offset_in_queue("TopicTest", 0) == 35
+        assert store.max_offset_in_queue("TopicTest", 1) == 11
+        await store.stop()
