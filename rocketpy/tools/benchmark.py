@@ -35,6 +35,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.tools.children import Child, spawn, stop
 from rocketpy.tools.loadgen import (
+    Latencies,
     Result,
     cpu_seconds,
     drive,
@@ -68,6 +69,7 @@ class SendStats:
         self._reasons: set[str] = set()
         self._window = _Window()
         self.total = _Window()
+        self.latencies = Latencies()  # of the whole run (the windows' lists are dropped)
         self._last = time.perf_counter()
         self.started = self._last
 
@@ -92,7 +94,7 @@ class SendStats:
         self._last = now
         self.total.sent += w.sent
         self.total.failed += w.failed
-        self.total.rts_us.extend(w.rts_us)
+        self.latencies.add_all(w.rts_us)
         rts = sorted(w.rts_us)
         avg = sum(rts) / len(rts) / 1000 if rts else 0.0
         print(
@@ -108,7 +110,7 @@ class SendStats:
         self.report()
         seconds = time.perf_counter() - self.started
         t = self.total
-        return Result(label, len(t.rts_us), seconds, t.rts_us, t.sent, t.failed)
+        return Result(label, len(self.latencies), seconds, self.latencies, t.sent, t.failed)
 
 
 def _pct(ordered: Sequence[float], q: float) -> float:
@@ -204,7 +206,7 @@ async def run_consumer(
     consumer = PushConsumer(group, namesrv)
     consumer.subscribe(topic, "*")
     window: list[float] = []
-    b2c: list[float] = []
+    b2c = Latencies()  # born-to-consumed, microseconds
     received = 0
     done = asyncio.Event()
 
@@ -232,7 +234,7 @@ async def run_consumer(
                 pass
             now = time.perf_counter()
             lat = sorted(window)
-            b2c.extend(window)
+            b2c.add_all(x * 1000 for x in window)
             window.clear()
             print(
                 f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} | Consume TPS: "
@@ -250,7 +252,7 @@ async def run_consumer(
         f"{received / seconds:,.0f}",
         flush=True,
     )
-    return Result(label, received, seconds, [x * 1000 for x in b2c], received)
+    return Result(label, received, seconds, b2c, received)
 
 
 # -- raw ceiling -------------------------------------------------------------------------------

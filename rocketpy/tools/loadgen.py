@@ -14,12 +14,58 @@ import os
 import re
 import struct
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 _LEN = struct.Struct(">i")
 _OPAQUE = re.compile(rb'"opaque":(-?\d+)')
+
+
+class Latencies:
+    """Latency samples in microseconds, kept as counts per bucket of 9 significant bits (a
+    percentile is at most 0.4 % below the sample it stands for): memory and the cost of a
+    percentile stay constant however long the run. A list of every sample grew by 50 MB a
+    minute in a 25k msg/s soak, and the benchmark client slowed as it grew."""
+
+    __slots__ = ("_counts", "count", "max", "total")
+
+    def __init__(self, samples: Iterable[float] = ()) -> None:
+        self._counts: dict[int, int] = {}
+        self.count = 0
+        self.total = 0.0
+        self.max = 0.0
+        self.add_all(samples)
+
+    def add_all(self, samples: Iterable[float]) -> None:
+        """Count every sample of ``samples``."""
+        counts = self._counts
+        count, total, peak = self.count, self.total, self.max
+        for us in samples:
+            v = int(us)
+            shift = v.bit_length() - 9
+            key = (v >> shift) << shift if shift > 0 else v
+            counts[key] = counts.get(key, 0) + 1
+            count += 1
+            total += us
+            peak = max(peak, us)
+        self.count, self.total, self.max = count, total, peak
+
+    def pct(self, q: float) -> float:
+        """The ``q`` quantile (0..1): the lower bound of its bucket; 0 with no samples."""
+        if not self.count:
+            return 0.0
+        rank = min(self.count - 1, int(q * self.count))
+        seen = 0
+        for key in sorted(self._counts):
+            seen += self._counts[key]
+            if seen > rank:
+                return float(key)
+        return self.max
+
+    def __len__(self) -> int:
+        return self.count
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +75,7 @@ class Result:
     label: str
     requests: int
     seconds: float
-    latencies_us: list[float]
+    latencies_us: Latencies
     messages: int = 0
     failures: int = 0
 
@@ -45,10 +91,7 @@ class Result:
 
     def pct(self, q: float) -> float:
         """Latency percentile in microseconds."""
-        if not self.latencies_us:
-            return 0.0
-        ordered = sorted(self.latencies_us)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return self.latencies_us.pct(q)
 
     def labelled(self, label: str, messages_per_request: int = 1) -> Result:
         """The same figures under another label."""
@@ -129,7 +172,7 @@ async def drive(
     elapsed = time.perf_counter() - start
     writer.close()
     await writer.wait_closed()
-    return Result("", len(latencies), elapsed, latencies, failures=failures)
+    return Result("", len(latencies), elapsed, Latencies(latencies), failures=failures)
 
 
 _CODE = re.compile(rb'"code":(-?\d+)')
