@@ -70,8 +70,7 @@ class SendStats:
         self._per_send = messages_per_send
         self._reasons: set[str] = set()
         self._window = _Window()
-        self.total = _Window()
-        self.latencies = Latencies()  # of the whole run (the windows merged in)
+        self.total = _Window()  # the whole run: every window merged in
         self._last = time.perf_counter()
         self.started = self._last
 
@@ -97,7 +96,7 @@ class SendStats:
         self.total.sent += w.sent
         self.total.failed += w.failed
         lat = w.latencies
-        self.latencies.merge(lat)
+        self.total.latencies.merge(lat)
         avg = lat.total / lat.count / 1000 if lat.count else 0.0
         print(
             f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} | Send TPS: {w.sent / span:,.0f}"
@@ -112,7 +111,7 @@ class SendStats:
         self.report()
         seconds = time.perf_counter() - self.started
         t = self.total
-        return Result(label, len(self.latencies), seconds, self.latencies, t.sent, t.failed)
+        return Result(label, len(t.latencies), seconds, t.latencies, t.sent, t.failed)
 
 
 async def _reporter(stats: SendStats, interval_s: float, stop: asyncio.Event) -> None:
@@ -203,8 +202,10 @@ async def run_consumer(
 
     consumer = PushConsumer(group, namesrv)
     consumer.subscribe(topic, "*")
-    window: list[float] = []
-    b2c = Latencies()  # born-to-consumed, microseconds
+    # Born-to-consumed in microseconds, counted as they come (as SendStats does): this
+    # report's window, and the whole run.
+    window = Latencies()
+    b2c = Latencies()
     received = 0
     done = asyncio.Event()
 
@@ -212,7 +213,7 @@ async def run_consumer(
         nonlocal received
         now_ms = time.time() * 1000
         for m in msgs:
-            window.append(now_ms - m.born_timestamp)
+            window.add((now_ms - m.born_timestamp) * 1000)
         received += len(msgs)
         if expect is not None and received >= expect:
             done.set()
@@ -231,14 +232,13 @@ async def run_consumer(
             except TimeoutError:
                 pass
             now = time.perf_counter()
-            lat = sorted(window)
-            b2c.add_all(x * 1000 for x in window)
-            window.clear()
+            lat, window = window, Latencies()
+            b2c.merge(lat)
             print(
                 f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} | Consume TPS: "
                 f"{(received - last_count) / max(now - last, 1e-9):,.0f} | AVG(B2C) RT(ms): "
-                f"{(sum(lat) / len(lat)) if lat else 0:.3f} | MAX(B2C) RT(ms): "
-                f"{lat[-1] if lat else 0:.3f}",
+                f"{lat.total / lat.count / 1000 if lat.count else 0:.3f} | MAX(B2C) RT(ms): "
+                f"{lat.max / 1000:.3f}",
                 flush=True,
             )
             last, last_count = now, received
