@@ -12,6 +12,7 @@ import itertools
 import struct
 from collections.abc import Mapping
 
+from rocketpy.broker.store_adapter import stored_message
 from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.javahash import java_string_hash
@@ -31,7 +32,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
 from rocketpy.store.commit_log.batch_body import BatchItem, encode_batch_body
-from rocketpy.store.commit_log.properties import decode_properties, encode_properties
+from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.commit_log.record import decode_record
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -227,25 +228,7 @@ def decode_records(body: bytes) -> list[StoredMessage]:
     pos = 0
     while pos < len(body):
         (size,) = struct.unpack_from(">i", body, pos)
-        rec = decode_record(body[pos : pos + size])
-        out.append(
-            StoredMessage(
-                topic=rec.topic,
-                queue_id=rec.queue_id,
-                queue_offset=rec.queue_offset,
-                commit_log_offset=rec.physical_offset,
-                size=size,
-                flag=rec.flag,
-                sys_flag=rec.sys_flag,
-                born_timestamp=rec.born_timestamp,
-                born_host=rec.born_host,
-                store_timestamp=rec.store_timestamp,
-                store_host=rec.store_host,
-                reconsume_times=rec.reconsume_times,
-                body=rec.body,
-                properties=decode_properties(rec.properties),
-            )
-        )
+        out.append(stored_message(decode_record(body[pos : pos + size]), size))
         pos += size
     return out
 

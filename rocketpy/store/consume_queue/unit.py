@@ -11,6 +11,7 @@ off   size  field                upstream
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Final
@@ -25,16 +26,13 @@ BLANK_UNIT_SIZE: Final = 0x7FFFFFFF
 
 #: Units per :func:`units_struct` (a longer run is written in several).
 MAX_UNITS_PER_PACK: Final = 256
-_UNITS: dict[int, struct.Struct] = {}
 
 
+@functools.lru_cache(maxsize=MAX_UNITS_PER_PACK)
 def units_struct(count: int) -> struct.Struct:
     """The struct of ``count`` consecutive units (1 <= count <= :data:`MAX_UNITS_PER_PACK`),
     so a run of them is written with one ``pack_into``."""
-    st = _UNITS.get(count)
-    if st is None:
-        st = _UNITS[count] = struct.Struct(">" + "qiq" * count)
-    return st
+    return struct.Struct(">" + "qiq" * count)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
