@@ -33,8 +33,10 @@ def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> Class
         assert report.summary is not None
         assert report.summary.ok > 0, report.render()
         assert not report.violations, report.render()
-    except BaseException:
+    except BaseException as e:
+        # The verdict goes last: CI shows the tail of a failure's output.
         print(f"classic chaos seed={seed}\n{run.dump()}")
+        print(f"===== verdict\n{run.report.render()}\n{type(e).__name__}: {e}")
         raise
     finally:
         run.stop()

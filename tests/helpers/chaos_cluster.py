@@ -262,9 +262,9 @@ class ChaosRun:
 
     def dump(self) -> str:
         """The tail of every broker's and controller's output, for a failure message."""
-        parts = [f"===== b{i}\n{d.output()[-6000:]}" for i, d in self.brokers.items()]
+        parts = [f"===== b{i}\n{d.tail(6000)}" for i, d in self.brokers.items()]
         parts += [
-            f"===== controller n{i}\n{d.output()[-3000:]}"
+            f"===== controller n{i}\n{d.tail(3000)}"
             for i, d in enumerate(self.controllers)
             if d is not None
         ]

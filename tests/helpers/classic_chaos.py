@@ -209,7 +209,7 @@ class ClassicChaosRun:
 
     def dump(self) -> str:
         """The tail of every broker's output, for a failure message."""
-        return "\n".join(f"===== {t}\n{d.output()[-6000:]}" for t, d in self.daemons.items())
+        return "\n".join(f"===== {t}\n{d.tail(6000)}" for t, d in self.daemons.items())
 
     def _kill(self, tag: str) -> None:
         daemon = self.daemons[tag]

@@ -19,6 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / "bin"
+# Log lines left out of failure messages: tiny test stores repeat them every few hundred sends.
+_NOISE = ("Index file is full",)
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
 BROKER_BOOT = re.compile(
     r"The broker\[(\S+), (\S+)\] boot success\. serializeType=JSON(?: and name server is (\S+))?"
@@ -67,6 +69,12 @@ class Daemon:
             out = "\n".join(self.lines)
         err = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
         return f"{out}\n--- stderr ---\n{err}"
+
+    def tail(self, chars: int) -> str:
+        """The last ``chars`` of :meth:`output` without the lines tiny test stores repeat
+        (index files fill every few hundred messages), for a failure message."""
+        kept = [ln for ln in self.output().splitlines() if not any(n in ln for n in _NOISE)]
+        return "\n".join(kept)[-chars:]
 
     def wait_for(self, pattern: re.Pattern[str], timeout_s: float = 15.0) -> re.Match[str]:
         """Block until a printed line matches ``pattern``."""
