@@ -274,19 +274,34 @@ class MessageStoreAdapter:
     def _put_nowait(
         self, wait_store: bool, append: Callable[[_T], AppendResult | None], stored: _T
     ) -> PutResult | None:
-        if self._replicas_refuse():
-            return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        refused = self._refusal()
+        if refused is not None:
+            return PutResult(status=refused)
         ha = self.auto_ha if self.auto_ha is not None else self.ha
         if ha is not None and ha.waits_for_replicas(wait_store=wait_store):
             return None
         appended = append(stored)
         return None if appended is None else _from_append(appended)
 
-    def _replicas_refuse(self) -> bool:
-        """Send path step 1: too few in-sync replicas to accept a send (nothing is stored)."""
+    def _refusal(self) -> PutMessageStatus | None:
+        """Send path step 1: why a send is refused before anything is stored, or None.
+
+        In controller mode only the master stores sends, and from the moment its HA service
+        leaves the master role (upstream's ``checkStoreStatus`` refuses puts once the broker
+        role is SLAVE). The broker stops taking sends only after the role change is done, and
+        a put in between would be appended without waiting for any replica: answered SEND_OK,
+        then cut when this broker truncates to the new master's history (found by the chaos
+        test: a paused master resumed with sends queued on its socket).
+        """
         if self.auto_ha is not None:
-            return not self.auto_ha.can_accept()
-        return self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset)
+            if not self.auto_ha.is_master:
+                return PutMessageStatus.SERVICE_NOT_AVAILABLE
+            if not self.auto_ha.can_accept():
+                return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+            return None
+        if self.ha is not None and not self.ha.can_accept(self.store.commit_log.max_offset):
+            return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+        return None
 
     async def _put(
         self,
@@ -297,8 +312,9 @@ class MessageStoreAdapter:
         ha: DefaultHAService | AutoSwitchHAService | None = (
             self.auto_ha if self.auto_ha is not None else self.ha
         )
-        if self._replicas_refuse():
-            return PutResult(status=PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        refused = self._refusal()
+        if refused is not None:
+            return PutResult(status=refused)
         # Written, the send slot goes back: a SYNC_FLUSH wait for the disk holds none (else
         # sendMessageThreadPoolNums sends at most would share one fdatasync).
         appended = await append(stored, release_slot_early)

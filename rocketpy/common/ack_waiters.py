@@ -58,6 +58,17 @@ class AckWaiters:
             if not fut.done():
                 fut.set_result(True)
 
+    def fail_all(self) -> None:
+        """Answer every pending wait False now, as its deadline would (the master steps down:
+        no ack it gets from now on can count)."""
+        heap, self._heap = self._heap, []
+        for entry in heap:
+            if not entry[3].done():
+                entry[3].set_result(False)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
     def cancel_all(self) -> None:
         """Cancel every pending wait (the master stops)."""
         heap, self._heap = self._heap, []
@@ -113,6 +124,11 @@ class AckWaitersByCount:
         for needed, waiters in self._by_needed.items():
             if waiters:
                 waiters.release(threshold(needed))
+
+    def fail_all(self) -> None:
+        """:meth:`AckWaiters.fail_all` for every ``needed``."""
+        for waiters in self._by_needed.values():
+            waiters.fail_all()
 
     def cancel_all(self) -> None:
         """Cancel every pending wait (the master stops)."""

@@ -269,6 +269,12 @@ class AutoSwitchHAMaster:
         """Drop every slave connection (role change)."""
         await self._tasks.cancel_all()
 
+    def fail_waiters(self) -> None:
+        """Answer every send waiting for acks False (FLUSH_SLAVE_TIMEOUT): this broker is no
+        longer master, so what it wrote after the new master's start may be cut."""
+        self._all_waiters.fail_all()
+        self._count_waiters.fail_all()
+
     def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = AutoSwitchConnection(self, reader, writer)
         self.connections.append(conn)

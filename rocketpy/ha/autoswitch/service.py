@@ -151,6 +151,7 @@ class AutoSwitchHAService:
                       last=self.epochs.last_epoch())  # fmt: skip
             return False
         self.is_master = False
+        self.master.fail_waiters()
         await self.master.close_connections()
         if self.client is not None:
             await self.client.stop()
@@ -226,8 +227,12 @@ class AutoSwitchHAService:
         Returns:
             PUT_OK, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` without the needed acks.
         """
-        if not self.is_master or not wait_store:
+        if not wait_store:
             return ReplicaStatus.PUT_OK
+        if not self.is_master:
+            # Appended as master, but the role changed before the acks came: the new master
+            # may not have it (the broker refuses puts once the role is gone).
+            return ReplicaStatus.FLUSH_SLAVE_TIMEOUT
         timeout_s = self.config.slave_timeout_ms / 1000
         if self.config.all_ack_in_sync_state_set:
             if self.in_sync_replicas_nums() <= 1:

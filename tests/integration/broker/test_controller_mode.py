@@ -137,6 +137,25 @@ async def test_r01_b01_first_start_gets_id_1_becomes_master_and_registers_as_id_
     assert (body["brokerId"], [e["epoch"] for e in body["epochList"]]) == (0, [1])
 
 
+async def test_master_stepping_down_stores_no_send(
+    controller_factory: Controller, ctl_broker: Broker
+) -> None:
+    """The window of a role change: 1. a controller-mode broker is master and accepts a send.
+    2. Its HA service turns slave (as a role change does first; the broker stops taking sends
+    only once the change is done) and a send arrives in between.
+    Expected: SERVICE_NOT_AVAILABLE and nothing appended -- a SEND_OK here would acknowledge a
+    write the new master never had, cut when this broker truncates to its history."""
+    ctl = await controller_factory()
+    broker = await ctl_broker(ctl, "b1", ha={"allAckInSyncStateSet": True})
+    assert await _send(broker.address) == ResponseCode.SUCCESS
+    assert broker.auto_ha is not None
+    assert not broker.runtime.is_slave
+    end = broker.auto_ha.store.commit_log.max_offset
+    assert await broker.auto_ha.change_to_slave(None, 2, 1)
+    assert await _send(broker.address) == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert broker.auto_ha.store.commit_log.max_offset == end
+
+
 async def test_r02_temp_file_left_by_crash_reapplies_same_id(
     controller_factory: Controller, ctl_broker: Broker, tmp_path: Path
 ) -> None:

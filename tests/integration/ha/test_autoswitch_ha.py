@@ -234,6 +234,30 @@ async def test_autoswitch_send_path_all_ack_and_min_in_sync(tmp_path: Path) -> N
         assert not a.ha.can_accept()
 
 
+async def test_autoswitch_master_stepping_down_answers_waiting_sends(tmp_path: Path) -> None:
+    """1. Master 1 with slave 2 in its SyncStateSet {1, 2} (allAckInSyncStateSet,
+    slaveTimeout=10 s). 2. Stop the slave; append a message and wait for its acks.
+    3. While it waits, node 1 becomes a slave (epoch 2).
+    Expected: the waiting send is answered FLUSH_SLAVE_TIMEOUT at once (not PUT_OK, not after
+    10 s), and so is one that reaches handle_ha after the change: neither is on the new
+    master for sure."""
+    ha = HA.with_updates({"slaveTimeout": 10_000})
+    async with _node(tmp_path / "a", 1, ha) as a:
+        assert await a.ha.change_to_master(1)
+        async with _node(tmp_path / "b", 2, ha) as b:
+            assert await b.ha.change_to_slave(a.address, 1, 2)
+            await wait_until(lambda: frozenset({1, 2}) in a.proposed, 5)
+            a.ha.set_sync_state_set(frozenset({1, 2}))
+        end = await _put(a.store, 0, 1)
+        waiting = asyncio.create_task(a.ha.handle_ha(end, wait_store=True))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        assert await a.ha.change_to_slave(None, 2, 1)
+        async with asyncio.timeout(2):
+            assert await waiting is ReplicaStatus.FLUSH_SLAVE_TIMEOUT
+        assert await a.ha.handle_ha(end, wait_store=True) is ReplicaStatus.FLUSH_SLAVE_TIMEOUT
+
+
 async def test_h06_master_epochs_without_writes_keep_newest(tmp_path: Path) -> None:
     """1. Node A becomes master of epoch 1 and writes nothing; it is re-elected (epoch 2), still
     without writes. 2. It writes 10 messages, is re-elected (epoch 3) and writes nothing more.
