@@ -61,22 +61,22 @@ class AckWaiters:
     def fail_all(self) -> None:
         """Answer every pending wait False now, as its deadline would (the master steps down:
         no ack it gets from now on can count)."""
-        heap, self._heap = self._heap, []
-        for entry in heap:
-            if not entry[3].done():
-                entry[3].set_result(False)
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        for fut in self._take_all():
+            if not fut.done():
+                fut.set_result(False)
 
     def cancel_all(self) -> None:
         """Cancel every pending wait (the master stops)."""
+        for fut in self._take_all():
+            fut.cancel()
+
+    def _take_all(self) -> list[asyncio.Future[bool]]:
+        """Every pending future, removed, and the sweeper stopped."""
         heap, self._heap = self._heap, []
-        for entry in heap:
-            entry[3].cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        return [entry[3] for entry in heap]
 
     def _expire(self, period: float) -> None:
         """Answer waiters past their deadline with False; re-armed while any remain."""

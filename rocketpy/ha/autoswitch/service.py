@@ -225,7 +225,8 @@ class AutoSwitchHAService:
         """Send path steps 2-3 (ha.md 3.8) for a stored message ending at ``end_offset``.
 
         Returns:
-            PUT_OK, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` without the needed acks.
+            PUT_OK, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` without the needed acks (at
+            once when this broker is no longer master).
         """
         if not wait_store:
             return ReplicaStatus.PUT_OK
