@@ -44,6 +44,28 @@ async def test_ack_waiters_deadline_answers_false_and_keeps_later_waits() -> Non
         assert await long is True
 
 
+async def test_ack_waiters_fail_all_answers_false_at_once() -> None:
+    """1. Waits at offsets 1 and 2 with a 5 s timeout, one already released (offset 1).
+    2. fail_all(), then release(10) and a new wait at 3 released at 10.
+    Expected: the pending wait returns False at once, the released one stays True, nothing
+    remains; the waiters keep working afterwards (the new wait is True)."""
+    waiters = AckWaiters()
+    async with asyncio.timeout(1):
+        done = asyncio.create_task(waiters.wait(1, 5))
+        pending = asyncio.create_task(waiters.wait(2, 5))
+        await asyncio.sleep(0)
+        waiters.release(1)
+        waiters.fail_all()
+        assert await done is True
+        assert await pending is False
+        assert len(waiters) == 0
+        waiters.release(10)
+        later = asyncio.create_task(waiters.wait(3, 5))
+        await asyncio.sleep(0)
+        waiters.release(10)
+        assert await later is True
+
+
 async def test_ack_waiters_cancel_all_cancels_pending_waits() -> None:
     """1. Two pending waits. 2. cancel_all().
     Expected: both raise CancelledError; nothing remains."""
