@@ -123,45 +123,31 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, ech
     phases.append(
         (raw.labelled(f"broker, pipelined raw frames ({args.inflight} in flight)"), True, cpu)
     )
-    single, cpu = await _cpu_metered(
-        pid,
-        run_producer(
-            namesrv,
-            topic,
-            size=args.size,
-            inflight=args.inflight,
-            duration_s=d,
-            report_interval_s=args.report_interval,
-            label=f"Producer.send ({args.inflight} in flight)",
-        ),
-    )
+
+    async def produce(label: str, inflight: int, batch: int = 1) -> tuple[Result, str]:
+        return await _cpu_metered(
+            pid,
+            run_producer(
+                namesrv,
+                topic,
+                size=args.size,
+                inflight=inflight,
+                duration_s=d,
+                batch=batch,
+                report_interval_s=args.report_interval,
+                label=label,
+            ),
+        )
+
+    single, cpu = await produce(f"Producer.send ({args.inflight} in flight)", args.inflight)
     phases.append((single, True, cpu))
-    batched, cpu = await _cpu_metered(
-        pid,
-        run_producer(
-            namesrv,
-            topic,
-            size=args.size,
-            inflight=args.batch_inflight,
-            duration_s=d,
-            batch=args.batch,
-            report_interval_s=args.report_interval,
-            label=f"Producer.send_batch ({args.batch}/batch, {args.batch_inflight} in flight)",
-        ),
+    batched, cpu = await produce(
+        f"Producer.send_batch ({args.batch}/batch, {args.batch_inflight} in flight)",
+        args.batch_inflight,
+        args.batch,
     )
     phases.append((batched, True, cpu))
-    one, cpu = await _cpu_metered(
-        pid,
-        run_producer(
-            namesrv,
-            topic,
-            size=args.size,
-            inflight=1,
-            duration_s=d,
-            report_interval_s=args.report_interval,
-            label="Producer.send (1 in flight)",
-        ),
-    )
+    one, cpu = await produce("Producer.send (1 in flight)", 1)
     phases.append((one, False, cpu))
     produced = (
         warm.messages
