@@ -238,15 +238,21 @@ def _expired_cq_files(cq: ConsumeQueue, min_phy_offset: int) -> list[MappedFile]
 
 
 def correct_min_offset(cq: ConsumeQueue, min_phy_offset: int) -> None:
-    """``correctMinOffset``: the first unit pointing at or above the commit log's min offset."""
+    """``correctMinOffset``: the first unit pointing at or above the commit log's min offset.
+
+    Found by bisection: a queue's units point at increasing commit-log offsets, after any
+    ``fillPreBlank`` placeholders (which count as below)."""
     files = cq.mfq.files
     if not files:
         return
     mf = files[0]
-    for pos in range(0, mf.wrote_position, UNIT_SIZE):
-        unit = decode_unit(mf.read(pos, UNIT_SIZE))
+    lo, hi = 0, mf.wrote_position // UNIT_SIZE  # units [0, lo) below; [hi, ...) at or above
+    while lo < hi:
+        mid = (lo + hi) // 2
+        unit = decode_unit(mf.read(mid * UNIT_SIZE, UNIT_SIZE))
         real = unit.valid and unit.size != BLANK_UNIT_SIZE
         if real and unit.commit_log_offset >= min_phy_offset:
-            cq.min_logic_offset = max(cq.min_logic_offset, mf.file_from_offset + pos)
-            return
-    cq.min_logic_offset = max(cq.min_logic_offset, mf.file_from_offset + mf.wrote_position)
+            hi = mid
+        else:
+            lo = mid + 1
+    cq.min_logic_offset = max(cq.min_logic_offset, mf.file_from_offset + lo * UNIT_SIZE)

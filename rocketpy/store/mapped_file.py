@@ -127,6 +127,11 @@ class MappedFile:
         return self._map
 
     @property
+    def mapped(self) -> bool:
+        """Whether the segment is still mapped (not closed)."""
+        return self._map is not None
+
+    @property
     def buffer(self) -> mmap.mmap:
         """The mapping, for writers that encode in place (``struct.pack_into``)."""
         return self._mapping

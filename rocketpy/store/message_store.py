@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,7 +20,12 @@ from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch, MessageToStore
-from rocketpy.store.commit_log.record import INT32, Address, is_prepared_or_rollback
+from rocketpy.store.commit_log.record import (
+    INT32,
+    Address,
+    is_prepared_or_rollback,
+    valid_record_size,
+)
 from rocketpy.store.commit_log.recovery import RecoveryResult, recover_commit_log
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
@@ -29,6 +33,7 @@ from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher
 from rocketpy.store.flush import ConsumeQueueFlushService
+from rocketpy.store.run_files import StoreLock, abort_from_this_boot, write_abort
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +96,7 @@ class MessageStore:
             hints=self.commit_log.dispatch_hints,
             put_run=self._put_cq_run,
         )
+        self.commit_log.replicated_timestamp = lambda: self.reput.scanned_timestamp
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
         self.cq_flush = ConsumeQueueFlushService(
@@ -112,6 +118,7 @@ class MessageStore:
             on_disk_full=self.commit_log.set_disk_full,
         )
         self.recovery: RecoveryResult | None = None
+        self._lock: StoreLock | None = None
         self._started = False
         self._stopped = False
         self._append_listeners: list[Callable[[], None]] = []
@@ -132,17 +139,33 @@ class MessageStore:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Load, recover (normal or abnormal), re-dispatch, create ``abort``, start tasks."""
+        """Lock, load, recover (normal or abnormal), re-dispatch, create ``abort``, start tasks.
+
+        Raises:
+            StoreError: another process holds the store's lock.
+        """
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._alloc_executor, self._load_and_recover)
-        if self.recovery is not None:
-            self.reput.reput_from = self.recovery.walk_start if self._abnormal else max(
-                [q.max_physic_offset for q in self.queues.values()] + [self.commit_log.min_offset]
-            )  # fmt: skip
-        self.commit_log.flushed_offset = self.commit_log.max_offset
-        await self.reput.dispatch_available(self._put_cq, notify=False)
-        self.recover_topic_queue_table()
-        await loop.run_in_executor(self._alloc_executor, self._write_abort)
+        self._lock = await loop.run_in_executor(
+            self._alloc_executor, StoreLock.acquire, self.config.root_dir / "lock"
+        )
+        try:
+            await loop.run_in_executor(self._alloc_executor, self._load_and_recover)
+            recovery = self.recovery
+            if recovery is not None:
+                if recovery.start_from in ("dispatched", "checkpoint"):
+                    self.reput.reput_from = recovery.walk_start
+                else:
+                    self.reput.reput_from = max(
+                        [q.max_physic_offset for q in self.queues.values()]
+                        + [self.commit_log.min_offset]
+                    )
+            self.commit_log.flushed_offset = self.commit_log.max_offset
+            await self.reput.dispatch_available(self._put_cq, notify=False)
+            self.recover_topic_queue_table()
+            await loop.run_in_executor(self._alloc_executor, write_abort, self.config.abort_path)
+        except BaseException:
+            self._lock.release()
+            raise
         self.commit_log.start()
         self.reput.start(self._put_cq)
         self.cq_flush.start()
@@ -155,6 +178,8 @@ class MessageStore:
         root = self.config.root_dir
         root.mkdir(parents=True, exist_ok=True)
         self._abnormal = self.config.abort_path.exists()
+        # The process died but the machine did not: the page cache kept every mapped write.
+        same_boot = self._abnormal and abort_from_this_boot(self.config.abort_path)
         self.checkpoint = StoreCheckpoint.open(self.config.checkpoint_path)
         self.commit_log.mfq.load()
         cq_root = self.config.consume_queue_dir
@@ -164,9 +189,11 @@ class MessageStore:
                     if qdir.name.lstrip("-").isdigit():
                         q = self._new_queue(topic_dir.name, int(qdir.name))
                         q.recover()
+        trusted = not self._abnormal or same_boot
         self.recovery = recover_commit_log(
             self.commit_log.mfq,
             abnormal=self._abnormal,
+            dispatched=self._dispatched_boundary() if trusted else None,
             min_timestamp=self.checkpoint.min_timestamp(),
             check_crc=self.config.check_crc_on_recover,
             cut_dir=root / "recovery",
@@ -176,8 +203,28 @@ class MessageStore:
             # Retention may have deleted the commit log below units the queue still has.
             correct_min_offset(q, self.commit_log.min_offset)
 
-    def _write_abort(self) -> None:
-        self.config.abort_path.write_text(str(os.getpid()))
+    def _dispatched_boundary(self) -> int | None:
+        """The end of the furthest consume-queue unit when the record it points at is whole
+        (the reput dispatches in commit-log order, so everything below it was dispatched)."""
+        best = max(self.queues.values(), key=lambda q: q.max_physic_offset, default=None)
+        if best is None or best.max_physic_offset <= 0:
+            return None
+        unit = best.get_unit(best.max_offset - 1)
+        mf = self.commit_log.mfq.find(unit.commit_log_offset) if unit is not None else None
+        if unit is None or mf is None:
+            return None
+        view = mf.view(0, mf.size)
+        try:
+            size = valid_record_size(view, unit.commit_log_offset - mf.file_from_offset,
+                               check_crc=self.config.check_crc_on_recover)  # fmt: skip
+        finally:
+            view.release()
+        if size != unit.size:
+            log.warning("consume queue end does not match the commit log",
+                        topic=best.topic, queue_id=best.queue_id,
+                        offset=unit.commit_log_offset, size=unit.size)  # fmt: skip
+            return None
+        return unit.commit_log_offset + size
 
     async def stop(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort``, close. Idempotent."""
@@ -207,6 +254,8 @@ class MessageStore:
         self.commit_log.mfq.close()
         if caught_up:
             self.config.abort_path.unlink(missing_ok=True)
+        if self._lock is not None:
+            self._lock.release()
 
     # ------------------------------------------------------------------ write
 

@@ -27,12 +27,19 @@ class Child:
     booted: str
 
 
-def spawn(args: list[str], boot: re.Pattern[str], workdir: Path, name: str) -> Child:
+def spawn(
+    args: list[str],
+    boot: re.Pattern[str],
+    workdir: Path,
+    name: str,
+    *,
+    timeout_s: float = BOOT_TIMEOUT_S,
+) -> Child:
     """Run ``python <args>`` (output in ``workdir/<name>.out|.err``, logs under
     ``workdir/logs/<name>``) until ``boot`` matches its stdout.
 
     Raises:
-        RuntimeError: it exited or printed no boot line within :data:`BOOT_TIMEOUT_S`.
+        RuntimeError: it exited or printed no boot line within ``timeout_s``.
     """
     out = workdir / f"{name}.out"
     env = dict(os.environ, ROCKETPY_LOG_DIR=str(workdir / "logs" / name))
@@ -40,7 +47,7 @@ def spawn(args: list[str], boot: re.Pattern[str], workdir: Path, name: str) -> C
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
             [sys.executable, *args], stdout=stdout, stderr=stderr, env=env
         )
-    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         match = boot.search(out.read_text(encoding="utf-8", errors="replace"))
         if match:

@@ -342,6 +342,44 @@ def _unpack_address(buf: memoryview, pos: int, v6: bool) -> tuple[Address, int]:
     return (host, port), pos + n + 4
 
 
+def valid_record_size(buf: memoryview, pos: int, *, check_crc: bool) -> int:
+    """``checkMessageAndReturnSize`` reduced to a recovery walk's question, without copies:
+    the size of the valid record at ``pos`` (> 0), 0 for the end-of-file blank marker, -1
+    for anything else (a torn tail, zeros, garbage). Valid means: a known magic, TOTALSIZE
+    within ``buf``, BODYLEN, TOPICLEN and PROPLEN adding up to TOTALSIZE exactly, and the
+    body CRC when ``check_crc`` (upstream's ``checkCRCOnRecover``). Never raises."""
+    try:
+        total, magic = BLANK.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC:
+            return 0
+        end = pos + total
+        if magic not in (MAGIC_V1, MAGIC_V2) or total < HEAD.size or end > len(buf):
+            return -1
+        (sys_flag,) = INT32.unpack_from(buf, pos + SYSFLAG_POS)
+        p = pos + HEAD.size + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8
+        p += (20 if sys_flag & STOREHOST_V6_FLAG else 8) + MIDDLE.size
+        (body_len,) = INT32.unpack_from(buf, p - 4)
+        if body_len < 0 or p + body_len > end:
+            return -1
+        if check_crc:
+            (crc,) = INT32.unpack_from(buf, pos + 8)
+            if zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+                return -1
+        p += body_len
+        if magic == MAGIC_V2:
+            (topic_len,) = INT16.unpack_from(buf, p)
+            p += 2 + topic_len
+        else:
+            (topic_len,) = INT8.unpack_from(buf, p)
+            p += 1 + topic_len
+        (props_len,) = INT16.unpack_from(buf, p)
+    except struct.error:
+        return -1
+    if topic_len <= 0 or props_len < 0 or p + 2 + props_len != end:
+        return -1
+    return int(total)
+
+
 def check_record(
     buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = True
 ) -> RecordCheck:

@@ -16,6 +16,7 @@ import structlog
 
 from rocketpy.store.consume_queue.unit import (
     BLANK_UNIT,
+    BLANK_UNIT_SIZE,
     UNIT,
     UNIT_SIZE,
     CqUnit,
@@ -23,11 +24,32 @@ from rocketpy.store.consume_queue.unit import (
     encode_unit,
     units_struct,
 )
+from rocketpy.store.mapped_file import MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
 
 _UNIT_PACK: Final = UNIT.pack_into
+
+
+def _unit(mf: MappedFile, pos: int) -> tuple[int, int, int]:
+    """(commit-log offset, size, tags code) at ``pos`` of ``mf``, read in place."""
+    unit: tuple[int, int, int] = UNIT.unpack_from(mf.buffer, pos)
+    return unit
+
+
+def _valid_units(mf: MappedFile) -> int:
+    """How many units at the head of ``mf`` are valid (``offset >= 0 and size > 0``): the
+    first invalid one found by bisection (valid units, then zeros; see ``recover``)."""
+    lo, hi = 0, mf.size // UNIT_SIZE  # units [0, lo) valid; [hi, ...) invalid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        offset, size, _ = _unit(mf, mid * UNIT_SIZE)
+        if offset >= 0 and size > 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class ConsumeQueue:
@@ -53,33 +75,37 @@ class ConsumeQueue:
         return max(self.min_logic_offset, self.mfq.min_offset) // UNIT_SIZE
 
     def recover(self) -> None:
-        """Load segments and set the write position after the last valid unit. Blocks."""
+        """Load segments and set the write position after the last valid unit. Blocks.
+
+        As upstream, the last three segments are checked, up to the first unit that is not
+        ``offset >= 0 and size > 0``; but by bisection, not unit by unit: units are appended in
+        order into zero-filled segments and every truncation zeroes what it cut (see
+        :meth:`truncate_by_commit_log`), so a segment is valid units followed by zeros, and
+        a queue rolls to a new segment only when the last one is full. A few pages are read
+        per queue whatever its length.
+        """
         self.mfq.load()
         files = self.mfq.files
         if not files:
             return
-        end = files[0].file_from_offset
-        first_unit = True
-        for mf in files[max(0, len(files) - 3) :]:
-            end = mf.file_from_offset
-            pos = 0
-            while pos + UNIT_SIZE <= mf.size:
-                unit = decode_unit(mf.read(pos, UNIT_SIZE))
-                if not unit.valid:
-                    break
-                if unit.size != BLANK_UNIT.size or unit.commit_log_offset != 0:
-                    self.max_physic_offset = unit.commit_log_offset + unit.size
-                elif first_unit:
-                    self.min_logic_offset = mf.file_from_offset + pos + UNIT_SIZE
-                first_unit = False
-                pos += UNIT_SIZE
-            end = mf.file_from_offset + pos
-            if pos < mf.size:
+        checked = files[max(0, len(files) - 3) :]
+        head = _unit(checked[0], 0)
+        if head[1] == BLANK_UNIT_SIZE and head[0] == 0:
+            self.min_logic_offset = checked[0].file_from_offset + UNIT_SIZE
+        end = checked[0].file_from_offset
+        for mf in checked:
+            count = _valid_units(mf)
+            end = mf.file_from_offset + count * UNIT_SIZE
+            if count * UNIT_SIZE < mf.size - mf.size % UNIT_SIZE:
                 break
         self.mfq.truncate_dirty_files(end)
+        last = self._unit_at(end - UNIT_SIZE) if end > self.mfq.min_offset else None
+        if last is not None and last.valid and last.size != BLANK_UNIT_SIZE:
+            self.max_physic_offset = last.commit_log_offset + last.size
 
     def truncate_by_commit_log(self, phy_offset: int) -> None:
-        """Drop units whose commit-log offset is >= ``phy_offset``. Blocks."""
+        """Drop units whose commit-log offset is >= ``phy_offset``, zeroing them in the segment
+        that keeps its head (recovery relies on valid units being followed by zeros). Blocks."""
         end = self.mfq.max_offset
         new_end = end
         while new_end > self.mfq.min_offset:
@@ -90,6 +116,10 @@ class ConsumeQueue:
         if new_end != end:
             log.info("truncating consume queue", topic=self.topic, queue_id=self.queue_id,
                      from_offset=end // UNIT_SIZE, to_offset=new_end // UNIT_SIZE)  # fmt: skip
+            kept = self.mfq.find(new_end)
+            if kept is not None:
+                pos = new_end - kept.file_from_offset
+                kept.write_at(pos, bytes(min(end, kept.file_from_offset + kept.size) - new_end))
             self.mfq.truncate_dirty_files(new_end)
             last = self._unit_at(new_end - UNIT_SIZE) if new_end > 0 else None
             self.max_physic_offset = last.commit_log_offset + last.size if last else 0
