@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-namesrv bench-store bench-controller bench-ha analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -116,6 +116,11 @@ bench-store: $(STAMP)
 # make bench-controller: a 3-member Raft group on loopback (committed writes/s, propose p50/p99,
 # in-process leader failover), then three mqcontroller processes: broker-master re-election after
 # its heartbeats stop and controller-leader failover after SIGKILL.
+# make bench-recovery: boot time, MB scanned, peak RSS after SIGTERM and SIGKILL at 0.5/2/5 GiB
+# stored, beside a bare sequential read. DIR= picks the disk (needs the largest size + 2 GiB).
+bench-recovery: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_recovery --dir $(or $(DIR),.bench-recovery) $(BENCH_ARGS)
+
 bench-controller: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_dledger $(BENCH_ARGS)
 	$(PY) -m rocketpy.tools.bench_controller
@@ -130,4 +135,4 @@ bench-ha-classic: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_ha_classic $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .cluster .cluster-classic .bench-store .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .cluster .cluster-classic .bench-store .bench-recovery .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info

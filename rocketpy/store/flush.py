@@ -49,6 +49,7 @@ class ConsumeQueueFlushService:
         physic_timestamp: Callable[[], int],
         executor: Executor,
         clock: Clock,
+        confirm_offset: Callable[[], int | None] = lambda: None,
     ) -> None:
         """Args:
         config: intervals and least pages.
@@ -57,6 +58,8 @@ class ConsumeQueueFlushService:
         physic_timestamp: store time of the last durable commit-log record.
         executor: the store's ordered flush executor.
         clock: monotonic time for the thorough interval.
+        confirm_offset: controller mode's confirm offset (``confirmPhyOffset``), None
+            outside controller mode.
         """
         self._config = config
         self._queues = queues
@@ -64,6 +67,7 @@ class ConsumeQueueFlushService:
         self._physic_timestamp = physic_timestamp
         self._executor = executor
         self._clock = clock
+        self._confirm_offset = confirm_offset
         self._last_thorough = clock.monotonic_ms()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -127,5 +131,8 @@ class ConsumeQueueFlushService:
                 checkpoint.logics_msg_timestamp = logics
             if physic > 0:
                 checkpoint.physic_msg_timestamp = physic
+            confirm = self._confirm_offset()
+            if confirm is not None and confirm >= 0:
+                checkpoint.confirm_phy_offset = confirm
             await checkpoint.flush_async(self._executor)
             self.checkpoint_writes += 1

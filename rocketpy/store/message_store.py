@@ -96,7 +96,7 @@ class MessageStore:
             hints=self.commit_log.dispatch_hints,
             put_run=self._put_cq_run,
         )
-        self.commit_log.replicated_timestamp = lambda: self.reput.scanned_timestamp
+        self.commit_log.replicated_timestamp = lambda: self.reput.scanned
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
         self.cq_flush = ConsumeQueueFlushService(
@@ -106,6 +106,7 @@ class MessageStore:
             physic_timestamp=lambda: self.commit_log.flushed_store_timestamp,
             executor=self._flush_executor,
             clock=self.clock,
+            confirm_offset=self._confirm_offset,
         )
         self.clean = CleanService(
             config,
@@ -130,6 +131,10 @@ class MessageStore:
     def register_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         """Add a dispatcher (e.g. the IndexService) before :meth:`start`."""
         self.reput.register(dispatcher)
+
+    def _confirm_offset(self) -> int | None:
+        limit = self.commit_log.dispatch_limit
+        return limit() if limit is not None else None
 
     def _wake_reput(self) -> None:
         self.reput.wake()

@@ -123,6 +123,7 @@ class ChaosReport:
     summary: Summary | None = None
     violations: list[Violation] = field(default_factory=list)
     truncations: int = 0
+    boots: list[float] = field(default_factory=list)  # seconds from spawn to boot line
 
     def render(self) -> str:
         """The human summary printed at the end of a run."""
@@ -141,6 +142,7 @@ class ChaosReport:
             )
         lines.append(f"failover s: {stats(fails)}")
         lines.append(f"recovery s: {stats(recs)}")
+        lines.append(f"broker boots s: {stats(sorted(self.boots))}")
         lines.append(f"divergent tails truncated: {self.truncations}")
         lines.append(f"violations: {len(self.violations)}")
         lines.extend(f"  {v.kind}: {v.detail}" for v in self.violations[:20])
@@ -203,8 +205,10 @@ async def read_queues(history: History, addr: str, topic: str, queues: int) -> N
 class ChaosRun:
     """Processes, producers and the history of one chaos run under ``tmp``."""
 
-    def __init__(self, tmp: Path, seed: int) -> None:
+    def __init__(self, tmp: Path, seed: int, broker_keys: str = "") -> None:
+        """``broker_keys``: extra broker config lines (e.g. default segment sizes)."""
         self.tmp = tmp
+        self.broker_keys = broker_keys
         self.rng = random.Random(seed)
         self.report = ChaosReport(seed=seed)
         self.history = History()
@@ -237,8 +241,10 @@ class ChaosRun:
         tag = f"b{broker_id}"
         extra = (
             BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(self.controller_addrs)}\n"
-        )
+        ) + self.broker_keys
+        began = time.monotonic()
         daemon, addr = start_broker(self.tmp, self.ns, extra=extra, tag=tag, store=self.tmp / tag)
+        self.report.boots.append(time.monotonic() - began)
         self.brokers[broker_id] = daemon
         self._every_broker.append(daemon)
         self.broker_addr[broker_id] = addr

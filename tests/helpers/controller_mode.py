@@ -77,8 +77,23 @@ async def controller_leader(controllers: list[str]) -> str | None:
     return None
 
 
+_CHUNK = 1 << 20
+
+
 def commit_log_bytes(store: Path) -> bytes:
     """A store's CommitLog bytes up to the last non-zero byte (files are preallocated with
-    zeros; a record never ends with one: its properties end with the 0x02 separator)."""
-    files = sorted((store / "commitlog").iterdir())
-    return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
+    zeros; a record never ends with one: its properties end with the 0x02 separator). Each
+    file is read up to its first all-zero MiB (what follows is zeros: records are appended in
+    order), so 1 GiB segments cost what they hold."""
+    files = sorted(p for p in (store / "commitlog").iterdir() if p.name.isdigit())
+    parts: list[bytes] = []
+    zeros = bytes(_CHUNK)
+    for i, path in enumerate(files):
+        read = 0
+        with path.open("rb") as f:
+            while (chunk := f.read(_CHUNK)) and chunk != zeros[: len(chunk)]:
+                parts.append(chunk)
+                read += len(chunk)
+        if i < len(files) - 1:
+            parts.append(bytes(path.stat().st_size - read))  # the zeros up to the next file
+    return b"".join(parts).rstrip(b"\0")

@@ -97,9 +97,9 @@ class CommitLog:
         # (``physicMsgTimestamp`` for the checkpoint, as FlushRealTimeService sets it).
         self.last_store_timestamp = 0
         self.flushed_store_timestamp = 0
-        # Store timestamp of the last record known written that no local append described
-        # (bytes from the HA master, as the reput parses them); 0 when none.
-        self.replicated_timestamp: Callable[[], int] = lambda: 0
+        # (store timestamp, end offset) of the last record written that no local append
+        # described (bytes from the HA master, as the reput parses them); (0, 0) when none.
+        self.replicated_timestamp: Callable[[], tuple[int, int]] = lambda: (0, 0)
         # Wake-ups of the flush task so far, flushing or not (tests wait on it).
         self.flush_checks = 0
         # fdatasync passes run (one pass satisfies every waiter below its target).
@@ -529,10 +529,14 @@ class CommitLog:
 
     async def _flush_once(self) -> None:
         target = self.max_offset
+        replicated, replicated_end = self.replicated_timestamp()
         if target <= self.flushed_offset and not self._waiters:
+            if replicated_end <= self.flushed_offset:
+                # A slave's last records were durable before the reput told their time.
+                self.flushed_store_timestamp = max(self.flushed_store_timestamp, replicated)
             return
         # Taken before the flush: every record it describes lies below ``target``.
-        store_timestamp = max(self.last_store_timestamp, self.replicated_timestamp())
+        store_timestamp = max(self.last_store_timestamp, replicated)
         loop = asyncio.get_running_loop()
         flushed = await loop.run_in_executor(self._flush_executor, self.mfq.flush, target)
         self.flushes += 1

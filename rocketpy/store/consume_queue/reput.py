@@ -152,9 +152,10 @@ class ReputService:
         self.on_arrival = on_arrival
         self.hints: deque[DispatchHint] = deque() if hints is None else hints
         self.reput_from = 0
-        # Store timestamp of the last record dispatched by scanning (replicated bytes on an HA
-        # slave, recovery): what a slave's checkpoint learns its physicMsgTimestamp from.
-        self.scanned_timestamp = 0
+        # Store timestamp and end offset of the last record dispatched by scanning (replicated
+        # bytes on an HA slave, recovery): what a slave's checkpoint learns its
+        # physicMsgTimestamp from.
+        self.scanned: tuple[int, int] = (0, 0)
         self.dispatchers: list[CommitLogDispatcher] = []
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -214,7 +215,7 @@ class ReputService:
                     req.prepared_transaction_offset,
                 )  # fmt: skip
             self.reput_from += size
-            self.scanned_timestamp = req.store_timestamp
+            self.scanned = (req.store_timestamp, self.reput_from)
             if notify and self.on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
                 self.on_arrival(
                     req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code

@@ -1,9 +1,10 @@
 """Child process for the crash test: append with SYNC_FLUSH, print each acknowledged offset.
 
-Run as a zygote (``crash_child.py ROOT``): it imports the store once, then for every ``fork`` line
-on stdin forks a writer, prints ``pid N``, reaps it after the parent's SIGKILL and prints
-``dead N``. Forking a warmed-up interpreter instead of starting one per kill keeps 200 kills
-within the fast suite's budget. The zygote itself never starts a loop or a thread.
+Run as a zygote (``crash_child.py ROOT [default]``, ``default`` for upstream's segment sizes):
+it imports the store once, then for every ``fork`` line on stdin forks a writer, prints
+``pid N``, reaps it after the parent's SIGKILL and prints ``dead N``. Forking a warmed-up
+interpreter instead of starting one per kill keeps 200 kills within the fast suite's budget.
+The zygote itself never starts a loop or a thread.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 
 
-def config(root: Path) -> MessageStoreConfig:
-    """4 KiB commit-log segments, SYNC_FLUSH: what the parent reopens after each kill."""
-    return MessageStoreConfig.build({
-        "storePathRootDir": str(root),
-        "mappedFileSizeCommitLog": 4096,
-        "mappedFileSizeConsumeQueue": 400,
-        "flushDiskType": "SYNC_FLUSH",
-    })  # fmt: skip
+def config(root: Path, default_sizes: bool = False) -> MessageStoreConfig:
+    """SYNC_FLUSH with 4 KiB commit-log segments, or upstream's default sizes (1 GiB commit
+    log, 6 MB consume queue): what the parent reopens after each kill."""
+    keys: dict[str, str | int] = {"storePathRootDir": str(root), "flushDiskType": "SYNC_FLUSH"}
+    if not default_sizes:
+        keys |= {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 400}
+    return MessageStoreConfig.build(keys)
 
 
 def emit(*words: object) -> None:
@@ -39,9 +39,9 @@ def body(queue_offset: int) -> bytes:
     return f"msg-{queue_offset}-".encode() * (1 + queue_offset % 7)
 
 
-async def main(root: Path) -> None:
+async def main(root: Path, default_sizes: bool) -> None:
     """Append forever; each line is ``wrote_offset queue_offset`` after PUT_OK."""
-    store = MessageStore(config(root))
+    store = MessageStore(config(root, default_sizes))
     await store.start()
     next_offset = store.max_offset_in_queue("Crash", 0)
     emit("ready", os.getpid())
@@ -55,7 +55,7 @@ async def main(root: Path) -> None:
         next_offset = r.queue_offset + 1
 
 
-def zygote(root: Path) -> None:
+def zygote(root: Path, default_sizes: bool) -> None:
     """Fork one writer per ``fork`` line; report its pid and its death."""
     emit("zygote")
     for line in sys.stdin:
@@ -66,7 +66,7 @@ def zygote(root: Path) -> None:
             # The store's log lines go to stderr: stdout carries only whole protocol lines.
             sys.stdout = sys.stderr
             try:
-                asyncio.run(main(root))
+                asyncio.run(main(root, default_sizes))
             finally:
                 os._exit(1)
         emit("pid", pid)
@@ -75,4 +75,4 @@ def zygote(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    zygote(Path(sys.argv[1]))
+    zygote(Path(sys.argv[1]), sys.argv[2:] == ["default"])
