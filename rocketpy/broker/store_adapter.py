@@ -219,7 +219,9 @@ class MessageStoreAdapter:
         self.store.commit_log.store_host = host
 
     async def start(self) -> None:
-        """Load the index, then recover the store (its re-dispatch feeds the index)."""
+        """Lock the store, load the index, then recover the store (its re-dispatch feeds the
+        index)."""
+        await self.store.lock()
         if self.index is not None:
             # Records the index already holds are skipped on re-dispatch; files are never
             # discarded here (the store's checkpoint is not ours to share).

@@ -104,8 +104,8 @@ async def serve_until_signalled(
             started.append(svc)
         on_started()
         await stop_event.wait()
-    except Exception:
-        log.exception("start failed")
+    except Exception as e:
+        log.exception("start failed", cause=f"{type(e).__name__}: {e}")
         code = 1
     finally:
         for svc in reversed(started):

@@ -31,6 +31,16 @@ class _PassThroughQueueHandler(logging.handlers.QueueHandler):
         return record
 
 
+def _capture_exc_info(
+    _logger: object, _name: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """Resolve ``exc_info=True`` (``log.exception``) to the exception being handled, in the
+    thread that logs: the queue listener's thread, which formats the record, has none."""
+    if event_dict.get("exc_info") is True:
+        event_dict["exc_info"] = sys.exc_info()
+    return event_dict
+
+
 def _shared_processors() -> list[structlog.types.Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -68,7 +78,11 @@ def setup_logging(
     path = directory / f"{name}.log"
     shared = _shared_processors()
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            *shared,
+            _capture_exc_info,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

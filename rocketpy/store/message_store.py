@@ -149,10 +149,8 @@ class MessageStore:
         Raises:
             StoreError: another process holds the store's lock.
         """
+        held = await self.lock()
         loop = asyncio.get_running_loop()
-        self._lock = await loop.run_in_executor(
-            self._alloc_executor, StoreLock.acquire, self.config.root_dir / "lock"
-        )
         try:
             await loop.run_in_executor(self._alloc_executor, self._load_and_recover)
             recovery = self.recovery
@@ -169,7 +167,8 @@ class MessageStore:
             self.recover_topic_queue_table()
             await loop.run_in_executor(self._alloc_executor, write_abort, self.config.abort_path)
         except BaseException:
-            self._lock.release()
+            held.release()
+            self._lock = None
             raise
         self.commit_log.start()
         self.reput.start(self._put_cq)
@@ -178,6 +177,22 @@ class MessageStore:
         self._started = True
         log.info("message store started", root=str(self.config.root_dir),
                  max_offset=self.commit_log.max_offset)  # fmt: skip
+
+    async def lock(self) -> StoreLock:
+        """Take the OS lock on ``<root>/lock`` (idempotent). Whoever opens any file of the
+        store (the index, config files) calls it first; :meth:`start` does.
+
+        Raises:
+            StoreError: another process holds the lock (a broker runs on this store).
+
+        Returns:
+            The held lock.
+        """
+        if self._lock is None:
+            self._lock = await asyncio.get_running_loop().run_in_executor(
+                self._alloc_executor, StoreLock.acquire, self.config.root_dir / "lock"
+            )
+        return self._lock
 
     def _load_and_recover(self) -> None:
         root = self.config.root_dir
@@ -234,6 +249,9 @@ class MessageStore:
     async def stop(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort``, close. Idempotent."""
         if self._stopped or not self._started:
+            if self._lock is not None and not self._started:
+                self._lock.release()  # locked by a start that failed later
+                self._lock = None
             return
         self._stopped = True
         await self.clean.stop()

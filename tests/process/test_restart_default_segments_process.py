@@ -239,3 +239,26 @@ async def _send_when_ready(addr: str, acked: dict[int, list[bytes]], first: int 
                 await asyncio.sleep(0.1)
     finally:
         await client.close()
+
+
+def test_second_broker_on_a_locked_store_exits_naming_the_lock(tmp_path: Path) -> None:
+    """1. Start a broker on a store. 2. Start a second broker on the same store.
+    Expected: the second exits non-zero saying the lock is held, with the lock file's path,
+    and leaves the running broker's files alone (its index files are all still there)."""
+    namesrv, ns = start_namesrv(tmp_path)
+    first, _ = start_broker(tmp_path, ns, tag="one", store=tmp_path / "store")
+    try:
+        index_files = sorted((tmp_path / "store" / "index").iterdir())
+        second = Daemon(
+            [str(first.argv[0]), "-c", str(tmp_path / "one.conf"), "-n", ns], tmp_path / "logs2"
+        )
+        code = second.proc.wait(30)
+        out = second.output()
+        second.stop()
+        assert code != 0, out
+        assert "Lock failed, MQ already started" in out, out
+        assert str(tmp_path / "store" / "lock") in out, out
+        assert sorted((tmp_path / "store" / "index").iterdir()) == index_files
+    finally:
+        first.stop()
+        namesrv.stop()
