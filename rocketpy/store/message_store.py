@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +27,12 @@ from rocketpy.store.commit_log.record import (
     is_prepared_or_rollback,
     valid_record_size,
 )
-from rocketpy.store.commit_log.recovery import RecoveryResult, recover_commit_log
+from rocketpy.store.commit_log.recovery import (
+    PROGRESS_INTERVAL_S,
+    RecoveryResult,
+    drop_read_pages,
+    recover_commit_log,
+)
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
@@ -38,6 +44,8 @@ from rocketpy.store.run_files import StoreLock, abort_from_this_boot, write_abor
 log = structlog.get_logger(__name__)
 
 MAX_PULL_BYTES = 128 * 1024 * 1024
+# Start-up re-dispatch goes this many bytes at a time (then drops the pages it read).
+_DISPATCH_SLICE = 64 * 1024 * 1024
 
 
 class GetStatus(enum.Enum):
@@ -163,7 +171,7 @@ class MessageStore:
                         + [self.commit_log.min_offset]
                     )
             self.commit_log.flushed_offset = self.commit_log.max_offset
-            await self.reput.dispatch_available(self._put_cq, notify=False)
+            await self._dispatch_recovered()
             self.recover_topic_queue_table()
             await loop.run_in_executor(self._alloc_executor, write_abort, self.config.abort_path)
         except BaseException:
@@ -177,6 +185,39 @@ class MessageStore:
         self._started = True
         log.info("message store started", root=str(self.config.root_dir),
                  max_offset=self.commit_log.max_offset)  # fmt: skip
+
+    async def _dispatch_recovered(self) -> None:
+        """Re-dispatch what recovery found past the consume queues, a slice at a time: the
+        pages each slice read are dropped from the mappings, and a progress line is logged
+        every few seconds (after a crash of the machine this can be a whole segment)."""
+        reput = self.reput
+        bound = reput.bound
+        target = bound()
+        start = reput.reput_from
+        began = shown = time.monotonic()
+        try:
+            while reput.reput_from < target:
+                before = reput.reput_from
+                upto = min(target, before + _DISPATCH_SLICE)
+
+                def sliced(upto: int = upto) -> int:
+                    return upto
+
+                reput.bound = sliced
+                await reput.dispatch_available(self._put_cq, notify=False)
+                drop_read_pages(self.commit_log.mfq, before, reput.reput_from)
+                if reput.reput_from <= before:
+                    break  # a record longer than a slice: the pass below takes it
+                now = time.monotonic()
+                if now - shown >= PROGRESS_INTERVAL_S:
+                    shown = now
+                    log.info("dispatch behind recovering", offset=reput.reput_from,
+                             remaining=target - reput.reput_from,
+                             mb_per_s=round((reput.reput_from - start) / (now - began) / 1e6,
+                                            1))  # fmt: skip
+        finally:
+            reput.bound = bound
+        await reput.dispatch_available(self._put_cq, notify=False)
 
     async def lock(self) -> StoreLock:
         """Take the OS lock on ``<root>/lock`` (idempotent). Whoever opens any file of the

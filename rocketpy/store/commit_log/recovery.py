@@ -158,6 +158,16 @@ def _drop_pages(mf: MappedFile, start: int, end: int) -> None:
         mf.buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
 
 
+def drop_read_pages(mfq: MappedFileQueue, start: int, end: int) -> None:
+    """Release the pages of global ``[start, end)`` from the segments' mappings: read once at
+    start-up (the re-dispatch after a walk), they would otherwise stay resident."""
+    for mf in mfq.files:
+        lo = max(start, mf.file_from_offset) - mf.file_from_offset
+        hi = min(end, mf.file_from_offset + mf.size) - mf.file_from_offset
+        if hi > lo:
+            _drop_pages(mf, lo, hi)
+
+
 def recover_commit_log(
     mfq: MappedFileQueue,
     *,
