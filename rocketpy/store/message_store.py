@@ -372,6 +372,8 @@ class MessageStore:
         q = self.queues.get((topic, queue_id))
         if q is None:
             q = self._new_queue(topic, queue_id)
+        elif commit_log_offset + size <= q.max_physic_offset:
+            return None  # already there: a recovery re-dispatch (ConsumeQueue.put skips it too)
         if not q.put_nowait(commit_log_offset, size, tags_code, queue_offset):
             unit = CqUnit(commit_log_offset=commit_log_offset, size=size, tags_code=tags_code)
             return self._put_cq_slow(q, unit, queue_offset, store_timestamp)

@@ -343,11 +343,12 @@ def _unpack_address(buf: memoryview, pos: int, v6: bool) -> tuple[Address, int]:
 
 
 def valid_record_size(buf: memoryview, pos: int, *, check_crc: bool) -> int:
-    """``checkMessageAndReturnSize`` reduced to a recovery walk's question, without copies:
-    the size of the valid record at ``pos`` (> 0), 0 for the end-of-file blank marker, -1
-    for anything else (a torn tail, zeros, garbage). Valid means: a known magic, TOTALSIZE
-    within ``buf``, BODYLEN, TOPICLEN and PROPLEN adding up to TOTALSIZE exactly, and the
-    body CRC when ``check_crc`` (upstream's ``checkCRCOnRecover``). Never raises."""
+    """``checkMessageAndReturnSize`` reduced to a recovery walk's question, without copying
+    the body: the size of the valid record at ``pos`` (> 0), 0 for the end-of-file blank
+    marker, -1 for anything else (a torn tail, zeros, garbage). Valid means: a known magic,
+    TOTALSIZE within ``buf``, BODYLEN, TOPICLEN and PROPLEN adding up to TOTALSIZE exactly,
+    topic and properties UTF-8, and the body CRC when ``check_crc`` (upstream's
+    ``checkCRCOnRecover``): what :func:`check_record` accepts. Never raises."""
     try:
         total, magic = BLANK.unpack_from(buf, pos)
         if magic == BLANK_MAGIC:
@@ -368,14 +369,21 @@ def valid_record_size(buf: memoryview, pos: int, *, check_crc: bool) -> int:
         p += body_len
         if magic == MAGIC_V2:
             (topic_len,) = INT16.unpack_from(buf, p)
-            p += 2 + topic_len
+            p += 2
         else:
             (topic_len,) = INT8.unpack_from(buf, p)
-            p += 1 + topic_len
+            p += 1
+        topic_at = p
+        p += topic_len
         (props_len,) = INT16.unpack_from(buf, p)
-    except struct.error:
-        return -1
-    if topic_len <= 0 or props_len < 0 or p + 2 + props_len != end:
+        p += 2
+        if topic_len <= 0 or props_len < 0 or p + props_len != end:
+            return -1
+        # Texts must decode, as the dispatch decodes them (a record it cannot read would
+        # stop the reput for good).
+        str(buf[topic_at : topic_at + topic_len], "utf-8")
+        str(buf[p:end], "utf-8")
+    except (struct.error, UnicodeDecodeError):
         return -1
     return int(total)
 

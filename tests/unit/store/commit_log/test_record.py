@@ -31,6 +31,7 @@ from rocketpy.store.commit_log.record import (
     pack_address,
     pack_record_into,
     record_length,
+    valid_record_size,
 )
 
 REC = MessageRecord(topic="T1", queue_id=1, body=b"payload", properties="TAGS\x01a\x02")
@@ -75,6 +76,37 @@ def test_record_check_blank_marker_and_garbage() -> None:
     check = check_record(b"xyz" + raw, 3)
     assert check.status is CheckStatus.VALID
     assert check.size == len(raw)
+
+
+@given(
+    body=st.binary(max_size=300),
+    topic=st.text(min_size=1, max_size=140).filter(lambda t: len(t.encode()) <= 300),
+    born=st.sampled_from([("127.0.0.1", 1), ("::1", 2)]),
+    flip=st.integers(min_value=0, max_value=10_000),
+)
+def test_record_valid_size_agrees_with_check_record(
+    body: bytes, topic: str, born: tuple[str, int], flip: int
+) -> None:
+    """1. Encode a record (v1 or v2 magic, IPv4 or IPv6 born host) at position 5 of a buffer.
+    2. Ask valid_record_size of it whole, of every torn prefix, and with one byte flipped.
+    Expected: the same verdict as check_record each time (size, 0 for a blank marker, -1 for
+    invalid), with and without the CRC check."""
+    raw = encode_record(MessageRecord(topic=topic, queue_id=1, body=body, born_host=born,
+                                      properties="TAGS\x01a\x02"))  # fmt: skip
+
+    def agree(buf: bytes) -> None:
+        for crc in (True, False):
+            check = check_record(buf, 5, check_crc=crc)
+            want = {CheckStatus.VALID: check.size, CheckStatus.END_OF_FILE: 0}.get(check.status, -1)
+            assert valid_record_size(memoryview(buf), 5, check_crc=crc) == want
+
+    agree(b"xxxxx" + raw)
+    for cut in range(0, len(raw), 7):
+        agree(b"xxxxx" + raw[:cut])
+    flipped = bytearray(raw)
+    flipped[flip % len(raw)] ^= 0x41
+    agree(b"xxxxx" + bytes(flipped))
+    agree(b"xxxxx" + encode_blank(64))
 
 
 def test_record_decode_records_concatenated() -> None:
