@@ -116,6 +116,17 @@ async def _wait_master(ns: str, addr: str, timeout_s: float) -> None:
             await asyncio.sleep(0.05)
 
 
+def _kill(daemons: dict[str, Daemon], tag: str) -> None:
+    daemons[tag].proc.kill()
+    daemons.pop(tag).stop()
+
+
+def _dump(daemons: dict[str, Daemon]) -> None:
+    """Every broker's output tail (printed with a failure)."""
+    for name, d in daemons.items():
+        print(f"===== {name}\n{d.tail(6000)}")
+
+
 def _assert_quick(daemon: Daemon, took: float, what: str) -> None:
     line = _recovered(daemon)
     assert took < BOOT_LIMIT_S, f"{what} booted in {took:.1f} s: {line}"
@@ -144,24 +155,21 @@ def test_restart_default_segments_controller_mode_slave_then_master(tmp_path: Pa
         asyncio.run(_create_topic(list(addrs.values())))
         asyncio.run(_send(addrs["b1"], 0, 400, acked))
 
-        daemons["b2"].proc.kill()
-        daemons.pop("b2").stop()
+        _kill(daemons, "b2")
         daemons["b2"], addrs["b2"], took = _restart(tmp_path, ns, "b2", extra)
         _assert_quick(daemons["b2"], took, "slave b2")
         asyncio.run(_wait_in_sync(ctl, frozenset({1, 2}), 20))
         asyncio.run(_send_when_ready(addrs["b1"], acked, first=400))
         asyncio.run(_send(addrs["b1"], 401, 199, acked))
 
-        daemons["b1"].proc.kill()
-        daemons.pop("b1").stop()
+        _kill(daemons, "b1")
         asyncio.run(_wait_master(ns, addrs["b2"], 15))
         daemons["b1"], addrs["b1"], took = _restart(tmp_path, ns, "b1", extra)
         _assert_quick(daemons["b1"], took, "old master b1")
         asyncio.run(_wait_in_sync(ctl, frozenset({1, 2}), 20))
         asyncio.run(_read_all(addrs["b2"], acked, 30))
     except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.tail(6000)}")
+        _dump(daemons)
         raise
     finally:
         for d in daemons.values():
@@ -200,21 +208,18 @@ def test_restart_default_segments_classic_slave_and_master(tmp_path: Path) -> No
         asyncio.run(_send_when_ready(master, acked))
         asyncio.run(_send(master, 1, 399, acked))
 
-        daemons["s"].proc.kill()
-        daemons.pop("s").stop()
+        _kill(daemons, "s")
         daemons["s"], _, took = _restart(tmp_path, ns, "s", slave_keys)
         _assert_quick(daemons["s"], took, "classic slave")
         asyncio.run(_send_when_ready(master, acked, first=400))
         asyncio.run(_send(master, 401, 99, acked))
 
-        daemons["m"].proc.kill()
-        daemons.pop("m").stop()
+        _kill(daemons, "m")
         daemons["m"], master, took = _restart(tmp_path, ns, "m", master_keys)
         _assert_quick(daemons["m"], took, "classic master")
         asyncio.run(_read_all(master, acked, 30))
     except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.tail(6000)}")
+        _dump(daemons)
         raise
     finally:
         for d in daemons.values():

@@ -54,18 +54,23 @@ async def _fill(store: MessageStore, count: int) -> list[int]:
     return offsets
 
 
+async def _filled(cfg: MessageStoreConfig, count: int) -> int:
+    """Start a store on ``cfg``, :func:`_fill` it, stop it cleanly; the log's end offset."""
+    store = MessageStore(cfg)
+    await store.start()
+    await _fill(store, count)
+    end = store.commit_log.max_offset
+    assert len(store.commit_log.mfq.files) > 3
+    await store.stop()
+    return end
+
+
 async def test_recovery_clean_stop_walks_nothing(tmp_path: Path) -> None:
     """1. Put 200 messages (several 4 KiB segments), stop cleanly. 2. Start again.
     Expected: the walk starts at the dispatched boundary, which is the log's end, and scans
     0 bytes; every message reads back and the queues continue."""
     async with asyncio.timeout(30):
-        store = MessageStore(_config(tmp_path))
-        await store.start()
-        await _fill(store, 200)
-        end = store.commit_log.max_offset
-        assert len(store.commit_log.mfq.files) > 3
-        await store.stop()
-
+        end = await _filled(_config(tmp_path), 200)
         again = MessageStore(_config(tmp_path))
         await again.start()
         try:
@@ -87,11 +92,7 @@ async def test_recovery_same_boot_crash_walks_only_the_undispatched_tail(tmp_pat
     they are re-dispatched (queue lengths 55/55) and read back."""
     async with asyncio.timeout(30):
         cfg = _config(tmp_path)
-        store = MessageStore(cfg)
-        await store.start()
-        await _fill(store, 110)
-        written_end = store.commit_log.max_offset
-        await store.stop()
+        written_end = await _filled(cfg, 110)
         # Forget the last 10 records' units: the queues end where dispatch had got to.
         tail_start = await _drop_last_units(cfg, 10)
         cfg.abort_path.write_text(f"{os.getpid()}\nbootId={current_boot_id()}\n")
@@ -137,11 +138,7 @@ async def test_recovery_machine_crash_uses_checkpoint_segment(tmp_path: Path) ->
     dispatched boundary's segment, ends at the log's end; nothing is lost."""
     async with asyncio.timeout(30):
         cfg = _config(tmp_path)
-        store = MessageStore(cfg)
-        await store.start()
-        await _fill(store, 200)
-        end = store.commit_log.max_offset
-        await store.stop()
+        end = await _filled(cfg, 200)
         cfg.abort_path.write_text("12345")
 
         again = MessageStore(cfg)
