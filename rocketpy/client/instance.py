@@ -70,7 +70,10 @@ class ClientInstance:
         self._poll_interval_s = poll_namesrv_interval_s
         self._heartbeat_interval_s = heartbeat_interval_s
         self.registry = ProcessorRegistry()
-        self.remoting = RemotingClient(registry=self.registry, name=f"{name}/{self.client_id}")
+        # A dead broker is dialled again after 50 ms, 100 ms, ... at most every second.
+        self.remoting = RemotingClient(
+            registry=self.registry, name=f"{name}/{self.client_id}", reconnect_backoff=(0.05, 1.0)
+        )
         self.routes = TopicRouteCache(self.remoting, namesrv_addr, timeout_s=request_timeout_s)
         self.tasks = TaskSet(f"{name}/{self.client_id}")
         #: ``PullAPIWrapper.pullFromWhichNodeTable``: queue -> the broker id the last pull

@@ -28,7 +28,13 @@ from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import Message, MessageQueue, SendResult, SendStatus
 from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
 from rocketpy.common.codes import LanguageCode, RequestCode, ResponseCode
-from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, RequestTimeout
+from rocketpy.common.errors import (
+    ClientError,
+    ConnectFailed,
+    ConnectionClosed,
+    RemoteError,
+    RequestTimeout,
+)
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
@@ -54,6 +60,10 @@ _RETRY_CODES: Final = frozenset(
     }
 )
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+#: A send waiting for an unreachable broker or a masterless route re-checks after 20 ms, then
+#: 40, 80, ... at most every 200 ms, until its budget ends.
+_FIRST_PAUSE_S: Final = 0.02
+_MAX_PAUSE_S: Final = 0.2
 _CODE_SEND: Final = int(RequestCode.SEND_MESSAGE_V2)
 _CODE_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
 _LANGUAGE: Final = int(LanguageCode.PYTHON)
@@ -150,9 +160,18 @@ class Producer:
         await self._client.close()
 
     async def _info(self, topic: str) -> TopicPublishInfo:
+        """The topic's publish info, fetched on first use. Once known it may have no queue for
+        a while (its master died): the send loop waits for the route to come back."""
         info = self._publish.get(topic)
-        if info is None or not info.queues:
+        if info is None:
             self._client.check_started()
+            info = await self._routes.publish_info(topic)
+        return info
+
+    async def _info_with_queues(self, topic: str) -> TopicPublishInfo:
+        info = await self._info(topic)
+        if not info.queues:
+            await self._routes.refresh_after_failure(topic)
             info = await self._routes.publish_info(topic)
         return info
 
@@ -232,6 +251,7 @@ class Producer:
         props, body, sys_flag, uniq = self._encode(msg)
         info = await self._info(msg.topic)
         if selector is not None:
+            info = await self._info_with_queues(msg.topic)
             queue = selector(info.queues, msg, arg)
         payload = _Payload(_CODE_SEND, props, body, sys_flag, msg.flag, uniq)
         return await self._send_with_retries(info, queue, payload, timeout_s)
@@ -243,29 +263,50 @@ class Producer:
         payload: _Payload,
         timeout_s: float | None,
     ) -> SendResult:
+        """``sendDefaultImpl``'s loop, following a failover within the send's budget: after a
+        failure the topic's route is re-fetched at once (shared, rate-limited) and the broker
+        set aside; a broker that cannot be reached, or a route without a master, is waited
+        for with a growing pause (nothing was sent, so no attempt is spent and no duplicate
+        made) until the budget ends. Attempts that reached a broker count toward
+        ``retry_times_when_send_failed``."""
         loop = asyncio.get_running_loop()
         budget = self.send_timeout_s if timeout_s is None else timeout_s
         deadline = loop.time() + budget
         attempts = 1 if queue is not None else 1 + self.retry_times_when_send_failed
         remoting = self._client.remoting
+        routes = self._routes
+        topic = info.topic
         last_broker: str | None = None
         last_error: Exception | None = None
-        for _ in range(attempts):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            mq = queue if queue is not None else info.select(last_broker)
-            last_broker = mq.broker_name
-            addr = info.broker_addrs.get(mq.broker_name) or self._routes.master_addr(mq.broker_name)
-            if addr is None:
-                last_error = ClientError(f"The broker[{mq.broker_name}] not exist")
+        sent = 0
+        pause = _FIRST_PAUSE_S
+        while sent < attempts and loop.time() < deadline:
+            info = self._publish.get(topic) or info
+            target = self._target(info, queue, last_broker)
+            if isinstance(target, ClientError):
+                last_error = target
+                pause = await self._pause(topic, None, pause, deadline)
                 continue
+            mq, addr = target
+            last_broker = mq.broker_name
             request = self._request(mq, payload)
             try:
                 conn = remoting.connection_nowait(addr) or await remoting.connection(addr)
-                response = await conn.invoke(request, remaining)
+            except ConnectFailed as e:
+                last_error = e
+                routes.isolate(mq.broker_name)
+                pause = await self._pause(topic, addr, pause, deadline)
+                continue
+            except ConnectionClosed as e:  # this client was closed
+                last_error = e
+                break
+            sent += 1
+            try:
+                response = await conn.invoke(request, deadline - loop.time())
             except (ConnectionClosed, RequestTimeout) as e:
                 last_error = e
+                routes.isolate(mq.broker_name)
+                await routes.refresh_after_failure(topic)
                 continue
             status = _STATUS.get(response.code)
             if status is not None:
@@ -274,11 +315,39 @@ class Producer:
             if response.code not in _RETRY_CODES:
                 raise error
             last_error = error
+            await routes.refresh_after_failure(topic)
         cost_ms = (budget - (deadline - loop.time())) * 1000
         raise ClientError(
-            f"Send [{attempts}] times, still failed, cost [{cost_ms:.0f}]ms,"
-            f" Topic: {info.topic}, last error: {last_error}"
+            f"Send [{sent}] times, still failed, cost [{cost_ms:.0f}]ms,"
+            f" Topic: {topic}, last error: {last_error}"
         ) from last_error
+
+    def _target(
+        self, info: TopicPublishInfo, queue: MessageQueue | None, last_broker: str | None
+    ) -> tuple[MessageQueue, str] | ClientError:
+        """The queue and master address of the next attempt, or why there is none now."""
+        if queue is None and not info.queues:
+            return ClientError(f"No route info of this topic: {info.topic} (no master)")
+        mq = queue if queue is not None else info.select(last_broker, self._routes.isolated)
+        addr = info.broker_addrs.get(mq.broker_name) or self._routes.master_addr(mq.broker_name)
+        if addr is None:
+            return ClientError(f"The broker[{mq.broker_name}] not exist")
+        return mq, addr
+
+    async def _pause(
+        self, topic: str, failed_addr: str | None, pause: float, deadline: float
+    ) -> float:
+        """Re-fetch the route; unless it moved away from ``failed_addr`` (or now has queues),
+        wait ``pause`` (jittered, within the deadline). Returns the next, doubled pause."""
+        await self._routes.refresh_after_failure(topic)
+        info = self._publish.get(topic)
+        if info is not None and info.queues and failed_addr not in info.broker_addrs.values():
+            return pause
+        loop = asyncio.get_running_loop()
+        wait = min(pause * (0.5 + random.random() / 2), deadline - loop.time())  # noqa: S311
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return min(pause * 2, _MAX_PAUSE_S)
 
     async def send_batch(
         self,
@@ -328,7 +397,7 @@ class Producer:
             ConnectionClosed: the broker could not be reached.
         """
         props, body, sys_flag, _ = self._encode(msg)
-        info = await self._info(msg.topic)
+        info = await self._info_with_queues(msg.topic)
         mq = queue if queue is not None else info.select()
         addr = info.broker_addrs.get(mq.broker_name) or self._routes.master_addr(mq.broker_name)
         if addr is None:
@@ -340,7 +409,7 @@ class Producer:
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's publish queues (``fetchPublishMessageQueues``)."""
-        return list((await self._info(topic)).queues)
+        return list((await self._info_with_queues(topic)).queues)
 
 
 def _result(

@@ -8,6 +8,13 @@ Owns: :class:`TopicRouteCache` (the route part of ``MQClientInstance``:
 fails (client-flows.md section 1). Must not: run timers (its owner calls :meth:`refresh_all` every
 ``pollNameServerInterval``).
 
+A failure on a broker (refused or closed connection, a "not master"/"not available" answer) makes
+the client re-fetch that topic's route at once (:meth:`refresh_after_failure`: callers share one
+fetch, at most one every 100 ms) instead of at the next 30 s poll, and sets the broker aside for a
+second (:meth:`isolate`; ``LatencyFaultTolerance``'s isolation) so queue selection prefers the
+others. A route whose broker has no master drops that broker's queues: the dead address is never
+kept.
+
 A send to a topic the NameServer does not know uses the route of ``TBW102`` with
 ``min(4, readQueueNums)`` queues per broker (client-flows.md section 2.1); that route is replaced by
 the real one on the next refresh.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from typing import Final
 
 import structlog
@@ -33,6 +41,10 @@ DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 MASTER_ID: Final = 0
 PERM_WRITE: Final = 0x2
 PERM_READ: Final = 0x4
+#: A topic's route is re-fetched after a failure at most this often.
+REFRESH_AFTER_FAILURE_S: Final = 0.1
+#: How long a broker that failed is set aside by queue selection.
+ISOLATION_S: Final = 1.0
 
 log = structlog.get_logger(__name__)
 
@@ -58,15 +70,21 @@ class TopicPublishInfo:
         self.from_default = from_default
         self._index = random.randrange(1 << 16)  # noqa: S311 - load spreading, not security
 
-    def select(self, last_broker: str | None = None) -> MessageQueue:
-        """The next queue; on a retry, one of another broker if there is one."""
+    def select(
+        self, last_broker: str | None = None, isolated: dict[str, float] | None = None
+    ) -> MessageQueue:
+        """The next queue; on a retry, one of another broker if there is one; and one of a
+        broker not in ``isolated`` (broker name -> monotonic time it is set aside until) when
+        there is one."""
         queues = self.queues
         n = len(queues)
-        if last_broker is not None:
+        if last_broker is not None or isolated:
+            now = time.monotonic() if isolated else 0.0
             for _ in range(n):
                 self._index += 1
                 mq = queues[self._index % n]
-                if mq.broker_name != last_broker:
+                name = mq.broker_name
+                if name != last_broker and (not isolated or isolated.get(name, 0.0) <= now):
                     return mq
         self._index += 1
         return queues[self._index % n]
@@ -119,7 +137,12 @@ class TopicRouteCache:
         self.subscribe: dict[str, tuple[MessageQueue, ...]] = {}
         #: brokerName -> {brokerId: address}, merged from every route fetched.
         self.brokers: dict[str, dict[int, str]] = {}
+        #: brokerName -> monotonic time until which queue selection avoids it.
+        self.isolated: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # topic -> the fetch a failure started (others await it), and when the last ended.
+        self._refreshing: dict[str, asyncio.Future[None]] = {}
+        self._refreshed_at: dict[str, float] = {}
 
     async def _fetch(self, topic: str) -> TopicRoute | None:
         """GET_ROUTEINFO_BY_TOPIC from the sticky NameServer; None when the topic is unknown."""
@@ -150,10 +173,39 @@ class TopicRouteCache:
         if route is None:
             return False
         self.subscribe[topic] = _subscribe_queues(topic, route)
-        info = _publish_info(topic, route, from_default=False)
-        if info.queues or topic not in self.publish:
-            self.publish[topic] = info
+        # Replaced even without a writable queue: a broker whose master is gone has no
+        # queues, rather than the dead master's address (Java replaces it the same way).
+        self.publish[topic] = _publish_info(topic, route, from_default=False)
         return True
+
+    async def refresh_after_failure(self, topic: str) -> None:
+        """Re-fetch ``topic``'s route now, after a failure on one of its brokers: concurrent
+        callers share one fetch, and one that ended less than 100 ms ago is not repeated.
+        Never raises for a NameServer that fails (the 30 s poll stays the fallback)."""
+        pending = self._refreshing.get(topic)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._refreshed_at.get(topic, float("-inf")) < REFRESH_AFTER_FAILURE_S:
+            return
+        done: asyncio.Future[None] = loop.create_future()
+        self._refreshing[topic] = done
+        try:
+            await self.update(topic)
+        except (ClientError, RemoteError) as e:
+            log.warning("updateTopicRouteInfoFromNameServer failed", topic=topic, error=str(e))
+        finally:
+            self._refreshed_at[topic] = loop.time()
+            del self._refreshing[topic]
+            done.set_result(None)
+
+    def isolate(self, broker_name: str) -> None:
+        """Set ``broker_name`` aside for :data:`ISOLATION_S` (a send to it just failed)."""
+        now = time.monotonic()
+        for name in [n for n, until in self.isolated.items() if until <= now]:
+            del self.isolated[name]
+        self.isolated[broker_name] = now + ISOLATION_S
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The publish queues of ``topic``, fetched on first use (TBW102 when unknown).

@@ -62,6 +62,11 @@ class ConnectionClosed(RemotingError):
     """The connection closed (or failed) before the response arrived."""
 
 
+class ConnectFailed(ConnectionClosed):
+    """The connection could not be made (refused, unreachable, timed out, or backing off after
+    such a failure): nothing of the request was sent, so retrying it cannot duplicate it."""
+
+
 class RequestTimeout(RemotingError):
     """No response within the request's deadline."""
 

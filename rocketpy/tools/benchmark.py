@@ -142,6 +142,7 @@ async def run_producer(
     deadline = time.perf_counter() + duration_s
 
     async def send_loop() -> None:
+        pause = 0.0  # after a failure: 10 ms, doubling to 500 ms; none after a success
         while time.perf_counter() < deadline:
             started = time.perf_counter()
             try:
@@ -153,7 +154,10 @@ async def run_producer(
                     result = await producer.send(Message(topic=topic, body=body, tags=tags))
             except Exception as e:  # noqa: BLE001 - every failure is counted, the run goes on
                 stats.failed(e)
+                pause = min(max(pause * 2, 0.01), 0.5)
+                await asyncio.sleep(pause)  # back off: a failing broker is not hammered
                 continue
+            pause = 0.0
             if result.status is SendStatus.SEND_OK:
                 stats.ok((time.perf_counter() - started) * 1e6)
             else:

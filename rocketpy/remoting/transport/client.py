@@ -1,7 +1,10 @@
 """The remoting client: one cached connection per address, invoke with a deadline, oneway.
 
 Owns: connecting (bounded by ``connect_timeout_s``), the address -> :class:`Connection` table, and
-reconnecting on the next call after a connection died. Requests the peer sends on a client
+reconnecting on the next call after a connection died. With ``reconnect_backoff`` an address
+whose connect failed is not dialled again until a capped, jittered, exponentially growing delay
+has passed: calls meanwhile fail at once with :class:`ConnectFailed` (a dead broker costs its
+callers no connect storm and no CPU spin). Requests the peer sends on a client
 connection (NOTIFY_CONSUMER_IDS_CHANGED, NOTIFY_BROKER_ROLE_CHANGED, ...) are dispatched to
 ``registry``. Mirrors ``NettyRemotingClient`` (invokeSync / invokeOneway, channel table).
 """
@@ -9,10 +12,11 @@ connection (NOTIFY_CONSUMER_IDS_CHANGED, NOTIFY_BROKER_ROLE_CHANGED, ...) are di
 from __future__ import annotations
 
 import asyncio
+import random
 
 import structlog
 
-from rocketpy.common.errors import ConnectionClosed
+from rocketpy.common.errors import ConnectFailed, ConnectionClosed
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
 from rocketpy.remoting.transport.connection import Connection
@@ -44,8 +48,22 @@ class RemotingClient:
         connect_timeout_s: float = 3.0,
         max_inflight_per_connection: int = 1024,
         name: str = "remoting-client",
+        reconnect_backoff: tuple[float, float] | None = None,
     ) -> None:
+        """Args:
+        registry: processors for requests the peer sends on these connections.
+        limits: frame limits.
+        connect_timeout_s: deadline of one connect.
+        max_inflight_per_connection: requests outstanding per connection.
+        name: for logs.
+        reconnect_backoff: (first, cap) seconds to wait before dialling an address again
+            after its connect failed; doubled per failure, with jitter. None: dial every time.
+        """
         self._registry = registry
+        self._backoff = reconnect_backoff
+        # address -> (consecutive connect failures, loop time before which it is not dialled,
+        # the last failure)
+        self._failed: dict[str, tuple[int, float, ConnectFailed]] = {}
         self._limits = limits or FrameLimits()
         self._connect_timeout_s = connect_timeout_s
         self._max_inflight = max_inflight_per_connection
@@ -73,25 +91,42 @@ class RemotingClient:
         pending = self._connecting.get(addr)
         if pending is not None:
             return await asyncio.shield(pending)
-        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        failed = self._failed.get(addr)
+        if failed is not None and loop.time() < failed[1]:
+            raise ConnectFailed(f"{failed[2]} (not retried for {failed[1] - loop.time():.2f} s)")
+        fut: asyncio.Future[Connection] = loop.create_future()
         self._connecting[addr] = fut
         try:
             conn = await self._connect(addr)
         except BaseException as e:
+            if isinstance(e, ConnectFailed):
+                self._note_failure(addr, e)
             fut.set_exception(e)
             fut.exception()  # retrieved: waiters re-raise it, no "never retrieved" warning
             raise
         finally:
             self._connecting.pop(addr, None)
+        self._failed.pop(addr, None)
         fut.set_result(conn)
         self._conns[addr] = conn
         return conn
+
+    def _note_failure(self, addr: str, error: ConnectFailed) -> None:
+        """Start or lengthen ``addr``'s backoff (when configured)."""
+        if self._backoff is None:
+            return
+        first, cap = self._backoff
+        count = self._failed[addr][0] + 1 if addr in self._failed else 1
+        delay = min(cap, first * 2 ** min(count - 1, 16))
+        delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter, not security
+        self._failed[addr] = (count, asyncio.get_running_loop().time() + delay, error)
 
     async def _connect(self, addr: str) -> Connection:
         try:
             host, port = split_address(addr)
         except ValueError as e:
-            raise ConnectionClosed(str(e)) from e
+            raise ConnectFailed(str(e)) from e
         loop = asyncio.get_running_loop()
 
         def factory() -> Connection:
@@ -107,7 +142,7 @@ class RemotingClient:
             async with asyncio.timeout(self._connect_timeout_s):
                 _, conn = await loop.create_connection(factory, host, port)
         except (OSError, TimeoutError) as e:
-            raise ConnectionClosed(f"connect to {addr} failed: {e!r}") from e
+            raise ConnectFailed(f"connect to {addr} failed: {e!r}") from e
         return conn
 
     def _forget(self, addr: str, conn: Connection) -> None:

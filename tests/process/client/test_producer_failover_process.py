@@ -1,0 +1,160 @@
+"""The project's Producer follows a master failover within about a second (issue 25, item 1).
+
+A broker-set in controller mode (three controllers, three brokers, allAckInSyncStateSet) takes
+sends from 32 concurrent senders of one Producer; the master is SIGKILLed. The producer must
+refresh the topic's route as soon as the master's connection fails, not at its 30 s poll, back
+off instead of spinning on refused connections, and carry a send across the failover within
+its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rocketpy.client.admin import AdminClient, TopicSpec
+from rocketpy.client.message import Message, SendStatus
+from rocketpy.client.producer import Producer
+from rocketpy.common.errors import RemotingError, RocketPyError
+from tests.helpers.controller_mode import (
+    BROKER_KEYS,
+    SAFE_BROKER_KEYS,
+    SAFE_CONTROLLER_KEYS,
+    broker_addrs,
+    sync_state,
+)
+from tests.helpers.processes import Daemon, start_broker, start_controllers, start_namesrv
+
+pytestmark = pytest.mark.process
+
+TOPIC = "FailoverTopic"
+SENDERS = 32
+
+
+@dataclass
+class Tally:
+    """Send outcomes with their completion times (monotonic seconds)."""
+
+    ok: list[float] = field(default_factory=list)
+    failed: list[float] = field(default_factory=list)
+
+
+async def _load(producer: Producer, stop: asyncio.Event, tally: Tally) -> None:
+    async def sender(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                r = await producer.send(Message(topic=TOPIC, body=f"{n}-{i}".encode()))
+            except RocketPyError:
+                tally.failed.append(time.monotonic())
+                await asyncio.sleep(0.05)  # as an application would, and the benchmark does
+                continue
+            (tally.ok if r.status is SendStatus.SEND_OK else tally.failed).append(time.monotonic())
+            i += 1
+
+    await asyncio.gather(*(sender(n) for n in range(SENDERS)))
+
+
+async def _wait_in_sync(controllers: list[str], want: frozenset[int], timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        while True:
+            with contextlib.suppress(RemotingError):
+                master, _, members = await sync_state(controllers)
+                if master is not None and members == want:
+                    return
+            await asyncio.sleep(0.1)
+
+
+async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, int, Tally]:
+    admin = AdminClient(ns)
+    try:
+        for addr in addrs:
+            await admin.create_topic(addr, TopicSpec(topic=TOPIC))
+    finally:
+        await admin.close()
+    producer = Producer("failover_pg", ns)
+    await producer.start()
+    stop, tally = asyncio.Event(), Tally()
+    load = asyncio.create_task(_load(producer, stop, tally))
+    try:
+        async with asyncio.timeout(60):
+            while len(tally.ok) < 500:
+                await asyncio.sleep(0.05)
+            killed_at = time.monotonic()
+            master.proc.kill()
+            while not [t for t in tally.ok if t > killed_at + 0.05]:
+                await asyncio.sleep(0.01)
+            resumed = min(t for t in tally.ok if t > killed_at + 0.05) - killed_at
+            await asyncio.sleep(1.0)  # and it keeps sending
+            failed = len([t for t in tally.failed if t >= killed_at])
+    finally:
+        stop.set()
+        await load
+        await producer.shutdown()
+    return resumed, failed, tally
+
+
+def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
+    """1. mqnamesrv, three mqcontrollers, b1-b3 of broker-a in controller mode.
+    2. One Producer, 32 senders in a loop (a failed send waits 50 ms, as an application would).
+    3. After 500 SEND_OKs, SIGKILL the master.
+    Expected: a send succeeds again within 2 s of the kill; fewer than 500 sends fail in all;
+    sends keep succeeding afterwards."""
+    namesrv, ns = start_namesrv(tmp_path)
+    ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
+    extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
+    daemons: dict[str, Daemon] = {}
+    try:
+        addrs = []
+        for tag in ("b1", "b2", "b3"):
+            daemons[tag], addr = start_broker(tmp_path, ns, extra=extra, tag=tag,
+                                              store=tmp_path / tag)  # fmt: skip
+            addrs.append(addr)
+        asyncio.run(_wait_in_sync(ctl, frozenset({1, 2, 3}), 20))
+        assert asyncio.run(broker_addrs(ns))[0] == addrs[0]
+        resumed, failed, tally = asyncio.run(_scenario(ns, daemons["b1"], addrs))
+        print(f"failover: sends resumed {resumed:.2f} s after the kill, {failed} failed, "
+              f"{len(tally.ok)} ok")  # fmt: skip
+        assert resumed < 2.0, f"sends resumed only {resumed:.2f} s after the kill"
+        assert failed < 500, f"{failed} sends failed"
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.tail(4000)}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for d in ctl_daemons:
+            d.stop()
+        namesrv.stop()
+
+
+def test_producer_leaves_a_dead_classic_master(tmp_path: Path) -> None:
+    """1. mqnamesrv and two classic masters, broker-a and broker-b, both serving the topic.
+    2. One Producer, 32 senders in a loop. 3. After 500 SEND_OKs, SIGKILL broker-a.
+    Expected: sends succeed again (on broker-b) within 2 s; fewer than 500 fail in all."""
+    namesrv, ns = start_namesrv(tmp_path)
+    daemons: dict[str, Daemon] = {}
+    try:
+        addrs = []
+        for name in ("broker-a", "broker-b"):
+            daemons[name], addr = start_broker(tmp_path, ns, name=name)
+            addrs.append(addr)
+        resumed, failed, tally = asyncio.run(_scenario(ns, daemons["broker-a"], addrs))
+        print(f"classic: sends resumed {resumed:.2f} s after the kill, {failed} failed, "
+              f"{len(tally.ok)} ok")  # fmt: skip
+        assert resumed < 2.0, f"sends resumed only {resumed:.2f} s after the kill"
+        assert failed < 500, f"{failed} sends failed"
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.tail(4000)}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        namesrv.stop()
