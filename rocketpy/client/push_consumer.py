@@ -373,9 +373,21 @@ class PushConsumer:
         except TimeoutError:
             pass
 
+    async def _route_moved(self, mq: MessageQueue, failed_addr: str | None) -> bool:
+        """After a failed pull: back to the master, re-fetch the topic's route now (shared,
+        rate-limited); True when ``mq`` is now served from another address (a failover: pull
+        there at once)."""
+        self._client.pull_from_which_node.pop(mq, None)
+        await self._client.routes.refresh_after_failure(mq.topic)
+        try:
+            return pull_addr(self._client, mq)[0] != failed_addr
+        except ClientError:
+            return False
+
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         """Long-poll one queue until it is dropped (``DefaultMQPushConsumerImpl.pullMessage``)."""
         mq = pq.mq
+        errors = 0  # consecutive failed pulls: the pause after one grows to pull_delay_on_error
         while not pq.dropped:
             if not pq.space.is_set():
                 await pq.space.wait()
@@ -388,6 +400,7 @@ class PushConsumer:
                 return
             commit = self._offsets.read(mq)
             flag = FLAG_SUSPEND | (FLAG_COMMIT_OFFSET if commit > 0 else 0)
+            addr: str | None = None
             try:
                 addr, slave = pull_addr(self._client, mq)
                 if slave:
@@ -407,8 +420,11 @@ class PushConsumer:
                 )
             except (RemotingError, ClientError) as e:
                 log.warning("execute the pull request exception", mq=str(mq), error=str(e))
-                await self._pause(self.pull_delay_on_error_s)
+                errors += 1
+                if not await self._route_moved(mq, addr):
+                    await self._pause(min(self.pull_delay_on_error_s, 0.05 * 2**errors))
                 continue
+            errors = 0
             if pq.dropped:
                 return
             if result.status is PullStatus.OFFSET_ILLEGAL:

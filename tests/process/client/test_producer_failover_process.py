@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from rocketpy.client.admin import AdminClient, TopicSpec
-from rocketpy.client.message import Message, SendStatus
+from rocketpy.client.consume_service import ConsumeStatus
+from rocketpy.client.message import Message, MessageExt, SendStatus
 from rocketpy.client.producer import Producer
+from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.common.errors import RemotingError, RocketPyError
 from tests.helpers.controller_mode import (
     BROKER_KEYS,
@@ -38,23 +40,29 @@ SENDERS = 32
 
 @dataclass
 class Tally:
-    """Send outcomes with their completion times (monotonic seconds)."""
+    """Send outcomes with their completion times (monotonic seconds), and what the push
+    consumer received when."""
 
     ok: list[float] = field(default_factory=list)
     failed: list[float] = field(default_factory=list)
+    acked: dict[bytes, float] = field(default_factory=dict)
+    received: dict[bytes, float] = field(default_factory=dict)
 
 
 async def _load(producer: Producer, stop: asyncio.Event, tally: Tally) -> None:
     async def sender(n: int) -> None:
         i = 0
         while not stop.is_set():
+            body = f"{n}-{i}".encode()
             try:
-                r = await producer.send(Message(topic=TOPIC, body=f"{n}-{i}".encode()))
+                r = await producer.send(Message(topic=TOPIC, body=body))
             except RocketPyError:
                 tally.failed.append(time.monotonic())
                 await asyncio.sleep(0.05)  # as an application would, and the benchmark does
                 continue
-            (tally.ok if r.status is SendStatus.SEND_OK else tally.failed).append(time.monotonic())
+            now = time.monotonic()
+            (tally.ok if r.status is SendStatus.SEND_OK else tally.failed).append(now)
+            tally.acked[body] = now
             i += 1
 
     await asyncio.gather(*(sender(n) for n in range(SENDERS)))
@@ -70,6 +78,26 @@ async def _wait_in_sync(controllers: list[str], want: frozenset[int], timeout_s:
             await asyncio.sleep(0.1)
 
 
+def _consumer(ns: str, tally: Tally) -> PushConsumer:
+    consumer = PushConsumer("failover_cg", ns, pull_delay_on_error_s=3.0)
+    consumer.subscribe(TOPIC)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        now = time.monotonic()
+        for m in msgs:
+            tally.received.setdefault(m.body, now)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer.register_listener(listener)
+    return consumer
+
+
+def _consumer_resumed(tally: Tally, killed_at: float) -> float | None:
+    """Seconds from the kill until the consumer received a message acknowledged after it."""
+    after = [t for body, t in tally.received.items() if tally.acked.get(body, 0.0) > killed_at]
+    return min(after) - killed_at if after else None
+
+
 async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, int, Tally]:
     admin = AdminClient(ns)
     try:
@@ -80,6 +108,8 @@ async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, i
     producer = Producer("failover_pg", ns)
     await producer.start()
     stop, tally = asyncio.Event(), Tally()
+    consumer = _consumer(ns, tally)
+    await consumer.start()
     load = asyncio.create_task(_load(producer, stop, tally))
     try:
         async with asyncio.timeout(60):
@@ -92,19 +122,26 @@ async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, i
             resumed = min(t for t in tally.ok if t > killed_at + 0.05) - killed_at
             await asyncio.sleep(1.0)  # and it keeps sending
             failed = len([t for t in tally.failed if t >= killed_at])
+            while (consumed := _consumer_resumed(tally, killed_at)) is None:
+                await asyncio.sleep(0.05)
+            print(f"push consumer received again {consumed:.2f} s after the kill")
+            assert consumed < 2.5, f"the push consumer resumed {consumed:.2f} s after the kill"
     finally:
         stop.set()
         await load
         await producer.shutdown()
+        await consumer.shutdown()
     return resumed, failed, tally
 
 
 def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
     """1. mqnamesrv, three mqcontrollers, b1-b3 of broker-a in controller mode.
     2. One Producer, 32 senders in a loop (a failed send waits 50 ms, as an application would).
+    A PushConsumer (pullDelayOnError 3 s, as upstream) consumes the topic all along.
     3. After 500 SEND_OKs, SIGKILL the master.
     Expected: a send succeeds again within 2 s of the kill; fewer than 500 sends fail in all;
-    sends keep succeeding afterwards."""
+    sends keep succeeding afterwards; the consumer receives messages sent after the kill within
+    2.5 s of it."""
     namesrv, ns = start_namesrv(tmp_path)
     ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
     extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
@@ -136,8 +173,9 @@ def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
 
 def test_producer_leaves_a_dead_classic_master(tmp_path: Path) -> None:
     """1. mqnamesrv and two classic masters, broker-a and broker-b, both serving the topic.
-    2. One Producer, 32 senders in a loop. 3. After 500 SEND_OKs, SIGKILL broker-a.
-    Expected: sends succeed again (on broker-b) within 2 s; fewer than 500 fail in all."""
+    2. One Producer, 32 senders in a loop, and a PushConsumer. 3. After 500 SEND_OKs, SIGKILL
+    broker-a. Expected: sends succeed again (on broker-b) within 2 s; fewer than 500 fail in
+    all; the consumer keeps receiving."""
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     try:
