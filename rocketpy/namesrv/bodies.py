@@ -21,6 +21,7 @@ from rocketpy.common import fastjson
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean
 from rocketpy.namesrv.route_info import BrokerData, QueueData, TopicRouteData
+from rocketpy.remoting.protocol.frame import DEFAULT_MAX_FRAME_BYTES
 from rocketpy.store.config_shapes import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 _I32: Final = struct.Struct(">i")
@@ -29,6 +30,10 @@ _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 V3_0_11: Final = 37
 V4_9_4: Final = 401
 V5_0_0: Final = 413
+
+#: A compressed REGISTER_BROKER body may inflate to at most the frame limit (16 MiB): what an
+#: uncompressed body could carry.
+MAX_INFLATED_BYTES: Final = DEFAULT_MAX_FRAME_BYTES
 
 
 def _queue_bean(q: QueueData) -> Bean:
@@ -174,10 +179,18 @@ def decode_register_body(
 def _decode_compressed(
     body: bytes, version: int
 ) -> tuple[TopicConfigSerializeWrapper, tuple[str, ...]]:
+    inflater = zlib.decompressobj()
     try:
-        raw = zlib.decompress(body)
+        raw = inflater.decompress(body, MAX_INFLATED_BYTES + 1)
     except zlib.error as e:
         raise CodecError(f"compressed register body: {e}", field="body") from e
+    if len(raw) > MAX_INFLATED_BYTES or inflater.unconsumed_tail:
+        # A few hundred KB of zeros inflate to gigabytes: refused before they are produced.
+        raise CodecError(
+            f"compressed register body inflates beyond {MAX_INFLATED_BYTES} bytes "
+            "(the frame limit)",
+            field="body",
+        )
     pos = 0
 
     def chunk() -> bytes:

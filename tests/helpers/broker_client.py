@@ -86,7 +86,7 @@ class JavaLikeClient:
         request = RemotingCommand.request(code, dict(ext) if ext is not None else None, body)
         return await self.remoting.invoke(addr, request, timeout_s)
 
-    def _send_header(
+    def send_header(
         self,
         topic: str,
         queue_id: int,
@@ -96,6 +96,7 @@ class JavaLikeClient:
         max_reconsume_times: int | None = None,
         batch: bool = False,
     ) -> dict[str, str]:
+        """The SEND_MESSAGE_V2 extFields Java's producer writes (``a``..``n``)."""
         ext = {
             "a": self.producer_group,
             "b": topic,
@@ -136,7 +137,7 @@ class JavaLikeClient:
         if keys is not None:
             all_props["KEYS"] = keys
         all_props.update(props or {})
-        ext = self._send_header(
+        ext = self.send_header(
             topic,
             queue_id,
             all_props,
@@ -149,7 +150,7 @@ class JavaLikeClient:
         self, addr: str, topic: str, entries: list[BatchItem], *, queue_id: int = 0
     ) -> RemotingCommand:
         """SEND_BATCH_MESSAGE."""
-        ext = self._send_header(topic, queue_id, {"WAIT": "true"}, batch=True)
+        ext = self.send_header(topic, queue_id, {"WAIT": "true"}, batch=True)
         return await self.call(
             addr, RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(entries)
         )

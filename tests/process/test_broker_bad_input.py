@@ -159,7 +159,7 @@ async def test_broker_malformed_send_header_gets_error_reply(
     """1. Send SEND_MESSAGE_V2 with a header field missing or not a number. 2. Send normally.
     Expected: a SYSTEM_ERROR reply (the connection stays open) whose remark names the field;
     the next send on the same connection succeeds."""
-    ext = client._send_header("Known", 0, {"WAIT": "true", "UNIQ_KEY": "U1"})
+    ext = client.send_header("Known", 0, {"WAIT": "true", "UNIQ_KEY": "U1"})
     if drop is not None:
         del ext[drop]
     ext.update(change)

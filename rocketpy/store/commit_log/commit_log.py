@@ -15,7 +15,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from zlib import crc32
 
 import structlog
@@ -57,6 +57,13 @@ MAX_DISPATCH_HINTS = 65536
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+
+
+# Java int and long: what the record's fixed-width fields can hold.
+_I32_MIN: Final = -(1 << 31)
+_I32_MAX: Final = (1 << 31) - 1
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -342,9 +349,20 @@ class CommitLog:
         if size + BLANK_SIZE > size_limit - pos:
             fits = self._room(mf, pos, size)
             return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
-        now = self.clock.wall_ms()
         sys_flag = m.sys_flag
         queue_id = m.queue_id
+        if not (
+            _I32_MIN <= sys_flag <= _I32_MAX
+            and _I32_MIN <= m.flag <= _I32_MAX
+            and _I32_MIN <= queue_id <= _I32_MAX
+            and _I32_MIN <= m.reconsume_times <= _I32_MAX
+            and _I64_MIN <= m.born_timestamp <= _I64_MAX
+            and _I64_MIN <= m.prepared_transaction_offset <= _I64_MAX
+        ):
+            # Checked before a queue offset is taken: a field the record cannot hold would
+            # fail the write after it, leaving a gap in the queue.
+            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+        now = self.clock.wall_ms()
         queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, 1)
         self._place(
             mf, pos, st, topic_text, topic, queue_id, m.flag, body, text, props, queue_offset,
@@ -378,9 +396,16 @@ class CommitLog:
         store_len = len(self._store_host_bytes)
         encoded: list[tuple[int, bytes, str, bytes, struct.Struct]] = []
         total = 0
+        if not (
+            _I32_MIN <= batch.sys_flag <= _I32_MAX
+            and _I32_MIN <= batch.queue_id <= _I32_MAX
+            and _I32_MIN <= batch.reconsume_times <= _I32_MAX
+            and _I64_MIN <= batch.born_timestamp <= _I64_MAX
+        ):
+            return AppendResult(PutStatus.MESSAGE_ILLEGAL)  # as in _append_nowait
         for flag, body, text in items:
             body_len = len(body)
-            if body_len > max_body:
+            if body_len > max_body or not _I32_MIN <= flag <= _I32_MAX:
                 return AppendResult(PutStatus.MESSAGE_ILLEGAL)
             props = text.encode()
             if len(props) > MAX_PROPERTIES_BYTES:

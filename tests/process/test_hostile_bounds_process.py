@@ -1,0 +1,103 @@
+"""Bounds on hostile input (issue 25, item 3): a decompression bomb in REGISTER_BROKER and a send
+header integer the record cannot hold are refused with a clear answer, and cost nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from pathlib import Path
+
+import pytest
+
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.tools.loadgen import rss_mb
+from tests.helpers.broker_client import JavaLikeClient
+from tests.helpers.processes import start_broker, start_namesrv
+
+pytestmark = pytest.mark.process
+
+
+def _bomb(inflated: int) -> bytes:
+    """A zlib stream of ``inflated`` zero bytes (about 1/1000 of that compressed)."""
+    packer = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    parts = [packer.compress(chunk) for _ in range(inflated >> 20)]
+    return b"".join(parts) + packer.flush()
+
+
+async def _register(addr: str, body: bytes) -> RemotingCommand:
+    client = RemotingClient(name="test")
+    ext = {
+        "brokerName": "broker-x",
+        "brokerAddr": "127.0.0.1:1",
+        "clusterName": "C",
+        "haServerAddr": "127.0.0.1:2",
+        "brokerId": "0",
+        "compressed": "true",
+        "bodyCrc32": "0",
+    }
+    try:
+        request = RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
+        return await client.invoke(addr, request, 30)
+    finally:
+        await client.close()
+
+
+def test_namesrv_refuses_a_register_body_that_inflates_beyond_the_frame_limit(
+    tmp_path: Path,
+) -> None:
+    """1. Start mqnamesrv. 2. REGISTER_BROKER with compressed=true and a body of 256 KB that
+    inflates to 256 MiB, three times.
+    Expected: each is refused (SYSTEM_ERROR, the remark says it inflates beyond the frame
+    limit); the NameServer's RSS grows by less than 40 MB; it still answers."""
+    namesrv, ns = start_namesrv(tmp_path)
+    try:
+        body = _bomb(256 << 20)
+        assert len(body) < 400_000
+        before = rss_mb(namesrv.proc.pid)
+        for _ in range(3):
+            resp = asyncio.run(_register(ns, body))
+            assert resp.code == ResponseCode.SYSTEM_ERROR, resp.remark
+            assert "inflates beyond" in (resp.remark or ""), resp.remark
+        grown = rss_mb(namesrv.proc.pid) - before
+        assert grown < 40, f"RSS grew {grown:.0f} MB"
+        ok = asyncio.run(_register(ns, zlib.compress(b"")))  # still serving (a short body)
+        assert ok.code == ResponseCode.SYSTEM_ERROR
+    finally:
+        assert namesrv.stop() == 0, namesrv.output()
+
+
+async def _sends(addr: str) -> list[RemotingCommand]:
+    client = JavaLikeClient()
+    try:
+        first = await client.send(addr, "Bounds", b"one")
+        ext = client.send_header("Bounds", 0, {"WAIT": "true"})
+        ext["f"] = "2147483649"  # sysFlag beyond Java's int
+        bad = await client.call(addr, RequestCode.SEND_MESSAGE_V2, ext, b"two")
+        third = await client.send(addr, "Bounds", b"three")
+        return [first, bad, third]
+    finally:
+        await client.close()
+
+
+def test_broker_refuses_a_send_field_the_record_cannot_hold(tmp_path: Path) -> None:
+    """1. Start mqnamesrv and a broker. 2. Send a message, then one whose sysFlag (``f``) is
+    2147483649, then another.
+    Expected: MESSAGE_ILLEGAL for the second, with nothing stored; the first and third are
+    SEND_OK at consecutive queue offsets (no offset was consumed by the refused one)."""
+    namesrv, ns = start_namesrv(tmp_path)
+    broker, addr = start_broker(tmp_path, ns, extra="autoCreateTopicEnable=true\n")
+    try:
+        first, bad, third = asyncio.run(_sends(addr))
+        assert first.code == ResponseCode.SUCCESS, first.remark
+        assert bad.code == ResponseCode.MESSAGE_ILLEGAL, (bad.code, bad.remark)
+        assert third.code == ResponseCode.SUCCESS, third.remark
+        offsets = [int(r.ext("queueOffset") or -1) for r in (first, third)]
+        assert offsets[1] == offsets[0] + 1, offsets
+        assert "struct.error" not in broker.output()
+    finally:
+        broker.stop()
+        namesrv.stop()
