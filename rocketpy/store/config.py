@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rocketpy.common.settings import RocketSettings
 
@@ -65,6 +65,15 @@ class MessageStoreConfig(RocketSettings):
     delete_consume_queue_files_interval: int = Field(
         100, alias="deleteConsumeQueueFilesInterval", ge=0
     )
+
+    @field_validator("delete_when")
+    @classmethod
+    def _delete_hours(cls, value: str) -> str:
+        # UtilAll.isItTimeToDo: hours of the day separated by ';' ("04", "04;16").
+        hours = [p.strip() for p in value.split(";")]
+        if not all(h.isdigit() and 0 <= int(h) <= 23 for h in hours):
+            raise ValueError("expected hours 00-23 separated by ';' (e.g. 04 or 04;16)")
+        return value
 
     @property
     def root_dir(self) -> Path:

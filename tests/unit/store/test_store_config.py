@@ -43,3 +43,17 @@ def test_store_config_bad_flush_type() -> None:
     """1. Build with flushDiskType=FAST. Expected: ConfigError naming the key."""
     with pytest.raises(ConfigError, match="flushDiskType"):
         MessageStoreConfig.build({"flushDiskType": "FAST"})
+
+
+@pytest.mark.parametrize("value", ["25", "4;x", "", "-1", "04;24"])
+def test_store_config_delete_when_refuses_what_is_not_an_hour(value: str) -> None:
+    """1. Build the config with deleteWhen=<value>. Expected: ConfigError naming the key and
+    what is allowed (upstream silently never deletes on such a value)."""
+    with pytest.raises(ConfigError, match=r"deleteWhen=.*hours 00-23"):
+        MessageStoreConfig.build({"deleteWhen": value})
+
+
+def test_store_config_delete_when_takes_hours() -> None:
+    """1. Build with deleteWhen=04 and 04;16. Expected: accepted as given."""
+    for value in ("04", "04;16", "0;23"):
+        assert MessageStoreConfig.build({"deleteWhen": value}).delete_when == value
