@@ -104,11 +104,28 @@ def write_atomic(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
-    _write_synced(tmp, data)
-    if keep_backup:
-        _move_to_backup(path)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    # Writers of one file take turns: two at once would share ``<file>.tmp`` (concurrent
+    # UPDATE_CONTROLLER_CONFIG requests on the default executor's threads did).
+    with _lock_for(path):
+        _write_synced(tmp, data)
+        if keep_backup:
+            _move_to_backup(path)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+
+
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    """The lock of ``path`` (one per file written in this process; a daemon writes few)."""
+    key = path.absolute()
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.Lock()
+        return lock
 
 
 def remove_with_backup(path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,22 @@ async def test_atomic_latest_wins_writer_none_removes(tmp_path: Path) -> None:
         await writer.write(b"ok:2")
         await writer.write(None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_file_concurrent_writers_take_turns(tmp_path: Path) -> None:
+    """1. 16 threads write one file 20 times each, all at once (as concurrent
+    UPDATE_CONTROLLER_CONFIG requests do on the default executor).
+    Expected: no writer fails (they shared ``<file>.tmp`` before); the file holds one whole
+    write; no temp file is left."""
+    path = tmp_path / "controller.properties"
+    contents = [f"writer={i}\n".encode() * 200 for i in range(16)]
+
+    def writer(data: bytes) -> None:
+        for _ in range(20):
+            write_atomic(path, data)
+
+    with ThreadPoolExecutor(16) as pool:
+        for future in [pool.submit(writer, c) for c in contents]:
+            future.result()
+    assert path.read_bytes() in contents
+    assert not temp_path(path).exists()
