@@ -23,12 +23,47 @@ DEFAULT_LOG_DIR = Path.home() / "logs" / "rocketmqlogs"
 _listener: logging.handlers.QueueListener | None = None
 
 
-class _PassThroughQueueHandler(logging.handlers.QueueHandler):
-    """Queue the record untouched: the stock ``prepare`` formats it to a string, which would
-    destroy structlog's event dict before the listener's formatters see it."""
+#: Records waiting for the listener thread at most; more are dropped and counted.
+LOG_QUEUE_SIZE = 10_000
+
+
+class BoundedQueueHandler(logging.handlers.QueueHandler):
+    """Queue the record untouched (the stock ``prepare`` formats it to a string, which would
+    destroy structlog's event dict before the listener's formatters see it), never block and
+    never grow: when the listener falls behind (a flood of warnings on a slow disk) records
+    are dropped and counted, and the next record that fits is preceded by a warning saying how
+    many were lost. A shutdown then drains at most ``LOG_QUEUE_SIZE`` records."""
+
+    def __init__(self, q: queue.Queue[logging.LogRecord]) -> None:
+        super().__init__(q)
+        self.dropped = 0  # since the last "log records dropped" warning
+        self.dropped_total = 0
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        q = self.queue
+        try:
+            if self.dropped:
+                note = logging.makeLogRecord({
+                    "name": __name__, "levelno": logging.WARNING, "levelname": "WARNING",
+                    "msg": f"log records dropped: {self.dropped} (the log queue was full)",
+                })  # fmt: skip
+                q.put_nowait(note)
+                self.dropped = 0
+            q.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+            self.dropped_total += 1
+
+
+class _Listener(logging.handlers.QueueListener):
+    """A listener whose stop waits for room for its sentinel in the bounded queue (the stock
+    ``put_nowait`` would raise while the queue is full)."""
+
+    def enqueue_sentinel(self) -> None:
+        self.queue.put(self._sentinel, timeout=10)  # type: ignore[attr-defined]
 
 
 def _capture_exc_info(
@@ -113,14 +148,14 @@ def setup_logging(
             )
         )
         handlers.append(console_handler)
-    q: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    q: queue.Queue[logging.LogRecord] = queue.Queue(LOG_QUEUE_SIZE)
     root = logging.getLogger()
     root.handlers.clear()
-    root.addHandler(_PassThroughQueueHandler(q))
+    root.addHandler(BoundedQueueHandler(q))
     root.setLevel(level.upper())
     if _listener is not None:
         _listener.stop()
-    _listener = logging.handlers.QueueListener(q, *handlers, respect_handler_level=False)
+    _listener = _Listener(q, *handlers, respect_handler_level=False)
     _listener.start()
     atexit.register(shutdown_logging)
     return path
