@@ -56,7 +56,10 @@ class MessageStoreConfig(RocketSettings):
     disk_max_used_space_ratio: int = Field(75, alias="diskMaxUsedSpaceRatio", ge=10, le=95)
     disk_space_warning_level_ratio: int = Field(90, alias="diskSpaceWarningLevelRatio", ge=35)
     disk_space_clean_forcibly_ratio: int = Field(85, alias="diskSpaceCleanForciblyRatio", ge=30)
-    clean_file_forcibly_enable: bool = Field(True, alias="cleanFileForciblyEnable")
+    # Upstream defaults to true: over diskSpaceCleanForciblyRatio it deletes the oldest
+    # segments whether or not they expired (acknowledged, unconsumed messages included). Here
+    # an operator has to ask for that; writes are refused over diskSpaceWarningLevelRatio.
+    clean_file_forcibly_enable: bool = Field(False, alias="cleanFileForciblyEnable")
     destroy_maped_file_interval_forcibly: int = Field(
         120000, alias="destroyMapedFileIntervalForcibly", ge=0
     )

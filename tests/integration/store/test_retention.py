@@ -37,7 +37,7 @@ class _Disk:
         return self.ratio
 
 
-def _config(root: Path) -> MessageStoreConfig:
+def _config(root: Path, **extra: str) -> MessageStoreConfig:
     return MessageStoreConfig.build({
         "storePathRootDir": str(root),
         "mappedFileSizeCommitLog": 4096,
@@ -45,6 +45,7 @@ def _config(root: Path) -> MessageStoreConfig:
         "fileReservedTime": 1,
         "deleteWhen": "04",
         "cleanResourceInterval": 600000,
+        **extra,
     })  # fmt: skip
 
 
@@ -115,14 +116,16 @@ async def test_retention_deletes_expired_head_and_moves_min_offsets(tmp_path: Pa
 
 
 async def test_retention_waits_for_delete_hour_unless_disk_forces(tmp_path: Path) -> None:
-    """1. Clock at 05:30 (deleteWhen 04), every segment but the current expired, disk at 10 %.
+    """1. cleanFileForciblyEnable=true (upstream's default, off here). Clock at 05:30
+    (deleteWhen 04), every segment but the current expired, disk at 10 %.
     2. Run a pass. 3. Disk at 86 % (over diskSpaceCleanForciblyRatio 85), segments made fresh;
     run a pass.
     Expected: 2 deletes nothing (not the hour, disk fine); 3 deletes every segment but the
     current one although none has expired (clean at once)."""
     clock = _clock_at(5)
     disk = _Disk()
-    store = MessageStore(_config(tmp_path), clock=clock, disk_usage=disk)
+    cfg = _config(tmp_path, cleanFileForciblyEnable="true")
+    store = MessageStore(cfg, clock=clock, disk_usage=disk)
     async with asyncio.timeout(20):
         await store.start()
         await _fill(store, 40)
@@ -133,6 +136,32 @@ async def test_retention_waits_for_delete_hour_unless_disk_forces(tmp_path: Path
         disk.ratio = 0.86
         assert await store.clean.run_once() == len(files) - 1
         assert store.commit_log.mfq.files == [files[-1]]
+        await store.stop()
+
+
+async def test_retention_never_forces_unexpired_deletion_by_default(tmp_path: Path) -> None:
+    """1. Default config (cleanFileForciblyEnable off). Fresh segments; disk at 86 % (over
+    diskSpaceCleanForciblyRatio 85), then 95 % (over diskSpaceWarningLevelRatio 90); a pass
+    each, and a put.
+    Expected: nothing is deleted (no segment expired: acknowledged messages stay readable);
+    at 86 % the put succeeds, at 95 % it is refused (SERVICE_NOT_AVAILABLE) and every message
+    still reads back."""
+    clock = _clock_at(5)
+    disk = _Disk()
+    store = MessageStore(_config(tmp_path), clock=clock, disk_usage=disk)
+    async with asyncio.timeout(20):
+        await store.start()
+        await _fill(store, 40)
+        files = list(store.commit_log.mfq.files)
+        _age(store, clock, old=0)
+        msg = MessageToStore(topic="Ret", queue_id=0, body=b"x")
+        disk.ratio = 0.86
+        assert await store.clean.run_once() == 0
+        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+        disk.ratio = 0.95
+        assert await store.clean.run_once() == 0
+        assert (await store.put_message(msg)).status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert store.commit_log.mfq.files[: len(files)] == files
         await store.stop()
 
 
