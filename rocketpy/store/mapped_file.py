@@ -83,6 +83,9 @@ class MappedFile:
                 os.ftruncate(fd, size)
                 if allocate:
                     allocate_blocks(fd, size)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # ENOSPC and the like leave no partial segment
+                raise
             finally:
                 os.close(fd)
             os.replace(tmp, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -235,7 +236,10 @@ class CommitLog:
             return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
         result = append(what)
         while result is None:
-            await self._roll()
+            try:
+                await self._roll()
+            except OSError as e:
+                return self._roll_failed(e)
             result = append(what)
         if result.status is not PutStatus.PUT_OK:
             return result
@@ -514,6 +518,19 @@ class CommitLog:
                 prepared_offset,
             ))  # fmt: skip
 
+    def _roll_failed(self, error: OSError) -> AppendResult:
+        """A new segment could not be made: a full disk refuses writes as the clean service's
+        disk-full flag does (the flag is set until its next pass finds room); anything else
+        is ``CREATE_MAPPED_FILE_FAILED``. Nothing was appended either way."""
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.error("create mapped file failed: disk full", directory=str(self.mfq.directory),
+                      error=str(error))  # fmt: skip
+            self.set_disk_full(True)
+            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        log.error("create mapped file failed", directory=str(self.mfq.directory),
+                  error=str(error))  # fmt: skip
+        return AppendResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+
     async def _roll(self) -> None:
         """Make a writable last segment: the preallocated one when it fits, else a new one."""
         async with self._roll_lock:
@@ -525,8 +542,9 @@ class CommitLog:
             mf: MappedFile | None = None
             ahead, self._ahead = self._ahead, None
             if ahead is not None:
-                mf = await ahead
-                if mf.file_from_offset != start:  # a truncation moved the end meanwhile
+                mf = await self._awaited_ahead(ahead)
+                # A truncation may have moved the end meanwhile.
+                if mf is not None and mf.file_from_offset != start:
                     await loop.run_in_executor(self._alloc_executor, mf.destroy)
                     mf = None
             if mf is None:
@@ -546,11 +564,23 @@ class CommitLog:
             self._alloc_executor, self.mfq.create_next, start
         )
 
+    @staticmethod
+    async def _awaited_ahead(ahead: asyncio.Future[MappedFile]) -> MappedFile | None:
+        """The segment created ahead, or None when that failed (a full disk: the roll tries
+        again now, and refuses the write if there is still no room)."""
+        try:
+            return await ahead
+        except OSError as e:
+            log.warning("allocate mapped file ahead failed", error=str(e))
+            return None
+
     async def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            mf = await ahead
-            await asyncio.get_running_loop().run_in_executor(self._alloc_executor, mf.destroy)
+            mf = await self._awaited_ahead(ahead)
+            if mf is not None:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._alloc_executor, mf.destroy)
 
     async def _flush_once(self) -> None:
         target = self.max_offset
