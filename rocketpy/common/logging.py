@@ -76,6 +76,18 @@ def _capture_exc_info(
     return event_dict
 
 
+def _one_line(
+    _logger: object, _name: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """Console lines stay one line: an exception shows as ``cause=<type>: <message>`` (the
+    traceback goes to the JSON log only)."""
+    exc_info = event_dict.pop("exc_info", None)
+    event_dict.pop("exception", None)
+    if isinstance(exc_info, tuple) and exc_info[1] is not None and "cause" not in event_dict:
+        event_dict["cause"] = f"{type(exc_info[1]).__name__}: {exc_info[1]}"
+    return event_dict
+
+
 def _shared_processors() -> list[structlog.types.Processor]:
     return [
         structlog.contextvars.merge_contextvars,
@@ -142,6 +154,7 @@ def setup_logging(
             structlog.stdlib.ProcessorFormatter(
                 processors=[
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    _one_line,
                     structlog.dev.ConsoleRenderer(colors=False),
                 ],
                 foreign_pre_chain=shared,
