@@ -39,6 +39,10 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     return orjson.dumps(obj)
 
 
+_I32_MIN: Final = -(1 << 31)
+_I32_MAX: Final = (1 << 31) - 1
+
+
 def _int(obj: dict[str, Any], key: str, default: int = 0) -> int:
     value = obj.get(key, default)
     if isinstance(value, bool):
@@ -116,6 +120,15 @@ def decode_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         opaque = _int(obj, "opaque")
     if type(flag) is not int:
         flag = _int(obj, "flag")
+    if not (
+        _I32_MIN <= code <= _I32_MAX
+        and _I32_MIN <= opaque <= _I32_MAX
+        and _I32_MIN <= flag <= _I32_MAX
+        and _I32_MIN <= version <= _I32_MAX
+    ):
+        # Java's RemotingCommand holds them in ints: fastjson refuses the header.
+        raise CodecError(f"header integer out of int range: code={code} opaque={opaque} "
+                         f"flag={flag} version={version}", field="header")  # fmt: skip
     lang = get("language")
     language = _BY_NAME.get(lang) if type(lang) is str else None
     if language is None:

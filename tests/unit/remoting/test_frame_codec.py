@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import struct
 
 import pytest
@@ -144,3 +145,14 @@ def test_frame_decode_random_bytes_never_crashes(data: bytes) -> None:
     """Arbitrary bytes either decode or raise CodecError, nothing else."""
     with contextlib.suppress(CodecError):
         decode_frame(data)
+
+
+@pytest.mark.parametrize("field", ["code", "opaque", "flag", "version"])
+@pytest.mark.parametrize("value", [2**31, 2**63, -(2**31) - 1])
+def test_json_header_integers_beyond_java_int_are_refused(field: str, value: int) -> None:
+    """1. A JSON header whose <field> is <value> (beyond Java's int). Expected: CodecError
+    naming the value (Java's fastjson refuses such a header too); never echoed back in a
+    response whose encoding would then fail."""
+    header = {"code": 105, "opaque": 1, "flag": 0, "version": 1, field: value}
+    with pytest.raises(CodecError, match=f"{field}={value}"):
+        header_json.decode_header(json.dumps(header).encode())
