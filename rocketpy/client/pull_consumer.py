@@ -23,6 +23,7 @@ from rocketpy.client.pull_api import (
     update_consumer_offset,
 )
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.errors import ConnectionClosed, RequestTimeout
 
 
 class PullConsumer:
@@ -114,19 +115,25 @@ class PullConsumer:
         flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if block_s > 0 else 0)
         await self._addr(queue)
         addr, _slave = pull_addr(self._client, queue)  # no COMMIT_OFFSET is ever sent here
-        return await pull_message(
-            self._client,
-            addr,
-            self.group,
-            queue,
-            offset,
-            sub=sub,
-            max_nums=max_nums,
-            sys_flag=flag,
-            commit_offset=0,
-            suspend_timeout_ms=int(block_s * 1000),
-            timeout_s=timeout_s,
-        )
+        try:
+            return await pull_message(
+                self._client,
+                addr,
+                self.group,
+                queue,
+                offset,
+                sub=sub,
+                max_nums=max_nums,
+                sys_flag=flag,
+                commit_offset=0,
+                suspend_timeout_ms=int(block_s * 1000),
+                timeout_s=timeout_s,
+            )
+        except (ConnectionClosed, RequestTimeout):
+            # The broker may be gone (a failover): the caller's retry uses a fresh route.
+            self._client.pull_from_which_node.pop(queue, None)
+            await self._client.routes.refresh_after_failure(queue.topic)
+            raise
 
     async def update_offset(self, queue: MessageQueue, offset: int) -> None:
         """Store ``offset`` (the next offset to consume) for this group on the broker."""

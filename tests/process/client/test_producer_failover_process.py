@@ -21,8 +21,10 @@ from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.client.consume_service import ConsumeStatus
 from rocketpy.client.message import Message, MessageExt, SendStatus
 from rocketpy.client.producer import Producer
+from rocketpy.client.pull_consumer import PullConsumer
 from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.common.errors import RemotingError, RocketPyError
+from rocketpy.remoting.protocol.body.broker import MessageQueue
 from tests.helpers.controller_mode import (
     BROKER_KEYS,
     SAFE_BROKER_KEYS,
@@ -98,7 +100,24 @@ def _consumer_resumed(tally: Tally, killed_at: float) -> float | None:
     return min(after) - killed_at if after else None
 
 
-async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, int, Tally]:
+async def _pull_again(puller: PullConsumer, since: float) -> float:
+    """Pull queue 0 of broker-a as an application would (retry after a failure, 50 ms apart)
+    until it succeeds; seconds from ``since``."""
+    mq = MessageQueue(topic=TOPIC, broker_name="broker-a", queue_id=0)
+    while True:
+        try:
+            await puller.pull(mq, 0, timeout_s=1.0)
+        except RocketPyError:
+            await asyncio.sleep(0.05)
+            continue
+        return time.monotonic() - since
+
+
+async def _scenario(
+    ns: str, master: Daemon, addrs: list[str], *, failover: bool = True
+) -> tuple[float, int, Tally]:
+    """Load, kill ``master``, measure. ``failover``: a replica takes over the killed broker's
+    queues (controller mode), so a pull of one of them must succeed again too."""
     admin = AdminClient(ns)
     try:
         for addr in addrs:
@@ -110,11 +129,14 @@ async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, i
     stop, tally = asyncio.Event(), Tally()
     consumer = _consumer(ns, tally)
     await consumer.start()
+    puller = PullConsumer("failover_pull", ns)
+    await puller.start()
     load = asyncio.create_task(_load(producer, stop, tally))
     try:
         async with asyncio.timeout(60):
             while len(tally.ok) < 500:
                 await asyncio.sleep(0.05)
+            await _pull_again(puller, time.monotonic())  # the route is cached before the kill
             killed_at = time.monotonic()
             master.proc.kill()
             while not [t for t in tally.ok if t > killed_at + 0.05]:
@@ -126,11 +148,17 @@ async def _scenario(ns: str, master: Daemon, addrs: list[str]) -> tuple[float, i
                 await asyncio.sleep(0.05)
             print(f"push consumer received again {consumed:.2f} s after the kill")
             assert consumed < 2.5, f"the push consumer resumed {consumed:.2f} s after the kill"
+            if failover:
+                # Its first pull since the kill goes to the dead master (its cached route).
+                pulled = await _pull_again(puller, time.monotonic())
+                print(f"pull consumer: a pull succeeded {pulled:.2f} s after its first retry")
+                assert pulled < 1.0, f"the pull consumer needed {pulled:.2f} s"
     finally:
         stop.set()
         await load
         await producer.shutdown()
         await consumer.shutdown()
+        await puller.shutdown()
     return resumed, failed, tally
 
 
@@ -141,7 +169,8 @@ def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
     3. After 500 SEND_OKs, SIGKILL the master.
     Expected: a send succeeds again within 2 s of the kill; fewer than 500 sends fail in all;
     sends keep succeeding afterwards; the consumer receives messages sent after the kill within
-    2.5 s of it."""
+    2.5 s of it; a PullConsumer whose route still names the dead master pulls queue 0 again,
+    retrying as an application would, within a second."""
     namesrv, ns = start_namesrv(tmp_path)
     ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
     extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
@@ -183,7 +212,9 @@ def test_producer_leaves_a_dead_classic_master(tmp_path: Path) -> None:
         for name in ("broker-a", "broker-b"):
             daemons[name], addr = start_broker(tmp_path, ns, name=name)
             addrs.append(addr)
-        resumed, failed, tally = asyncio.run(_scenario(ns, daemons["broker-a"], addrs))
+        resumed, failed, tally = asyncio.run(
+            _scenario(ns, daemons["broker-a"], addrs, failover=False)
+        )
         print(f"classic: sends resumed {resumed:.2f} s after the kill, {failed} failed, "
               f"{len(tally.ok)} ok")  # fmt: skip
         assert resumed < 2.0, f"sends resumed only {resumed:.2f} s after the kill"
