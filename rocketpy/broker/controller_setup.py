@@ -121,3 +121,4 @@ class ControllerModeSetup:
             await svc.schedule.stop()
         svc.topics.bump_data_version()
         await svc.register_broker_all(force=True)
+        svc.mark_ready()  # the first role: the boot line (idempotent)

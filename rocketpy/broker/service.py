@@ -154,6 +154,10 @@ class BrokerService:
         self._meta_dirty = asyncio.Event()
         #: Set when a critical background loop died of a bug; the CLI then exits non-zero.
         self.failed = asyncio.Event()
+        #: Set once the broker has a role: at start, or in controller mode once the controllers
+        #: gave it one; ``on_ready`` (the CLI's boot line) is called then, once.
+        self.ready = asyncio.Event()
+        self.on_ready: Callable[[], None] | None = None
         self._started = False
         self._store_started = False
         self._meta_loaded = False
@@ -387,6 +391,16 @@ class BrokerService:
         else:
             await self.register_broker_all(force=True)
         log.info("broker started", address=self.address, namesrv=self._config.namesrv_addr)
+        if self.replicas is None or self.replicas.role_known:
+            self.mark_ready()
+
+    def mark_ready(self) -> None:
+        """The broker has a role: set :attr:`ready` and call ``on_ready`` (first time only).
+        In controller mode the role change that gives it one calls this."""
+        if not self.ready.is_set():
+            self.ready.set()
+            if self.on_ready is not None:
+                self.on_ready()
 
     def _critical_failed(self, exc: BaseException) -> None:
         log.error("critical broker task failed, the broker must stop", error=repr(exc))

@@ -5,8 +5,9 @@ file), ``-n`` NameServer address list (``;``-separated; else ``namesrvAddr`` fro
 ``NAMESRV_ADDR`` environment variable), ``-p`` print the effective configuration and exit. Prints
 ``The broker[<brokerName>, <ip>:<port>] boot success. serializeType=JSON and name server is
 <namesrvAddr>`` when serving (the real port when ``listenPort=0``; the ``and name server is``
-part only when a NameServer is configured, as upstream). SIGTERM/SIGINT stop it in order; a bad
-config exits 2 with one line; a broker that dies of a bug exits 1.
+part only when a NameServer is configured, as upstream). In controller mode the line waits until
+the controllers gave the broker a role; until then it prints that it waits for them. SIGTERM/SIGINT
+stop it in order; a bad config exits 2 with one line; a broker that dies of a bug exits 1.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ def boot_line(service: BrokerService) -> str:
     return line
 
 
+def waiting_line(service: BrokerService) -> str:
+    """What a controller-mode broker prints instead of the boot line while no controller has
+    given it a role (the boot line follows once one does)."""
+    cfg = service.config
+    return (
+        f"The broker[{cfg.broker_name}, {service.address}] is up but has no role yet: waiting "
+        f"for the controllers at {cfg.controller_addr} (the boot line follows once one answers)"
+    )
+
+
 def resolve_ha_config(ha: HAConfig, broker: BrokerConfig) -> HAConfig:
     """``haListenPort`` defaults to ``listenPort + 1`` (``BrokerStartup``); decided: an explicit
     ``haListenPort`` wins (0 = any free port), and ``listenPort=0`` gives an HA port of 0 too."""
@@ -45,9 +56,10 @@ async def _serve(
 ) -> int:
     shutdown = asyncio.Event()
     service = BrokerService(config, store_config, on_fatal=shutdown.set, ha_config=ha_config)
+    service.on_ready = lambda: boot(boot_line(service))
     code = await serve_until_signalled(
         [service],
-        on_started=lambda: boot(boot_line(service)),
+        on_started=lambda: None if service.ready.is_set() else boot(waiting_line(service)),
         stop_timeout_s=config.shutdown_timeout_ms / 1000 + 5,
         shutdown=shutdown,
     )

@@ -377,8 +377,12 @@ class PushConsumer:
         """After a failed pull: back to the master, re-fetch the topic's route now (shared,
         rate-limited); True when ``mq`` is now served from another address (a failover: pull
         there at once)."""
+        routes = self._client.routes
         self._client.pull_from_which_node.pop(mq, None)
-        await self._client.routes.refresh_after_failure(mq.topic)
+        before = routes.subscribe.get(mq.topic)
+        await routes.refresh_after_failure(mq.topic)
+        if routes.subscribe.get(mq.topic) != before:
+            self._rebalance_now.set()  # queues came or went: reassign them now, not in 20 s
         try:
             return pull_addr(self._client, mq)[0] != failed_addr
         except ClientError:

@@ -3,13 +3,24 @@ config value. The traceback goes to the JSON log, not the console."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import run_bin
+from tests.helpers.controller_mode import BROKER_KEYS, SAFE_CONTROLLER_KEYS, broker_addrs
+from tests.helpers.processes import (
+    BIN,
+    BROKER_BOOT,
+    Daemon,
+    run_bin,
+    start_controller,
+    start_namesrv,
+    write_controller_confs,
+)
 
 pytestmark = pytest.mark.process
 
@@ -62,3 +73,46 @@ def test_broker_bad_delete_when_exits_2_naming_the_key(tmp_path: Path) -> None:
     result = run_bin(["mqbroker", "-c", str(conf), "-n", "127.0.0.1:1"], tmp_path)
     assert result.returncode == 2, result.stderr
     _assert_one_clear_line(result.stderr, "deleteWhen='25'", "hours 00-23")
+
+
+def test_controller_mode_broker_boots_only_once_a_controller_gives_it_a_role(
+    tmp_path: Path,
+) -> None:
+    """1. Write a 3-controller group's configs but start none; start mqnamesrv and a broker in
+    controller mode pointing at them. 2. Start the controllers.
+    Expected: 1 prints that the broker waits for the controllers (naming them), not "boot
+    success"; after 2 the boot success line follows and the broker is registered as master."""
+    namesrv, ns = start_namesrv(tmp_path)
+    confs = write_controller_confs(tmp_path, 3, SAFE_CONTROLLER_KEYS)
+    peers = next(ln.split("=", 1)[1] for ln in confs[0].read_text().splitlines()
+             if ln.startswith("controllerDLegerPeers="))  # fmt: skip
+    ctl_addrs = [p.split("-", 1)[1] for p in peers.split(";")]
+    conf = tmp_path / "b1.conf"
+    conf.write_text(
+        f"brokerName=broker-a\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
+        f"storePathRootDir={tmp_path / 'b1'}\nmappedFileSizeCommitLog=65536\n{BROKER_KEYS}"
+        f"controllerAddr={';'.join(ctl_addrs)}\n",
+        encoding="utf-8",
+    )
+    broker = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", ns], tmp_path / "logs-b1")
+    controllers: list[Daemon] = []
+    try:
+        broker.wait_for(re.compile(r"has no role yet: waiting for the controllers at " +
+                                   re.escape(ctl_addrs[0])))  # fmt: skip
+        assert not BROKER_BOOT.search(broker.output())
+        for c in confs:
+            controllers.append(start_controller(c, tmp_path)[0])
+        addr = broker.wait_for(BROKER_BOOT, 30).group(2)
+        assert asyncio.run(_master_listed(ns, addr, 15))
+    finally:
+        broker.stop()
+        for d in controllers:
+            d.stop()
+        namesrv.stop()
+
+
+async def _master_listed(ns: str, addr: str, timeout_s: float) -> bool:
+    async with asyncio.timeout(timeout_s):
+        while (await broker_addrs(ns)).get(0) != addr:
+            await asyncio.sleep(0.1)
+    return True

@@ -122,6 +122,15 @@ async def _scenario(
     try:
         for addr in addrs:
             await admin.create_topic(addr, TopicSpec(topic=TOPIC))
+        # Every broker-set's queues are routed before the clients fetch the route.
+        want = 1 if failover else len(addrs)
+        async with asyncio.timeout(15):
+            while True:
+                with contextlib.suppress(RocketPyError):
+                    route = await admin.topic_route(TOPIC)
+                    if len({q.broker_name for q in route.queues}) >= want:
+                        break
+                await asyncio.sleep(0.1)
     finally:
         await admin.close()
     producer = Producer("failover_pg", ns)
