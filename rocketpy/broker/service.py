@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -30,6 +30,7 @@ import structlog
 from rocketpy.broker.acting_setup import ActingMasterSetup
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
+from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.message import UniqIdGenerator
@@ -38,7 +39,6 @@ from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketpy.broker.processors import build_registry
-from rocketpy.broker.processors.broker_config import BrokerConfigAccess
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
@@ -54,7 +54,6 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode
-from rocketpy.common.errors import ConfigError
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
@@ -266,7 +265,12 @@ class BrokerService:
             send=self._send,
             pull=self._pull,
             delay_offsets=self.schedule.snapshot,
-            config_access=_ConfigAccess(self),
+            config_access=ServiceConfigAccess(
+                config=lambda: self._config,
+                store_properties=lambda: self._store_config.to_properties(),
+                version=lambda: self._config_version,
+                apply=self.apply_config,
+            ),
         )
         self.server = RemotingServer(
             self.registry,
@@ -578,32 +582,3 @@ class BrokerService:
         self.groups.config = config
         self._config_version = self._config_version.next_version(self._clock.wall_ms())
         self.registration.want()
-
-
-class _ConfigAccess(BrokerConfigAccess):
-    """The service's configuration as GET/UPDATE_BROKER_CONFIG see it."""
-
-    def __init__(self, service: BrokerService) -> None:
-        self._svc = service
-
-    def render(self) -> dict[str, str]:
-        out = dict(self._svc.config.to_properties())
-        out.update(self._svc._store_config.to_properties())
-        return out
-
-    @property
-    def data_version(self) -> DataVersion:
-        return self._svc._config_version
-
-    @property
-    def black_list(self) -> frozenset[str]:
-        return frozenset(k for k in self._svc.config.config_black_list.split(";") if k)
-
-    def update(self, values: Mapping[str, str]) -> None:
-        known = BrokerConfig.keys()
-        unknown = sorted(k for k in values if k not in known)
-        if unknown:
-            raise ConfigError(
-                unknown[0], values[unknown[0]], "not a broker key that can be updated live"
-            )
-        self._svc.apply_config(self._svc.config.with_updates(values))

@@ -16,7 +16,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 from zlib import crc32
 
 import structlog
@@ -24,12 +24,15 @@ import structlog
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
+from rocketpy.store.commit_log.allocation import SegmentAllocator
 from rocketpy.store.commit_log.properties import MAX_PROPERTIES_BYTES
 from rocketpy.store.commit_log.put_types import (
     AppendResult,
     MessageBatch,
     MessageToStore,
     PutStatus,
+    batch_fields_fit,
+    fields_fit,
 )
 from rocketpy.store.commit_log.record import (
     BLANK,
@@ -58,13 +61,6 @@ MAX_DISPATCH_HINTS = 65536
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-
-
-# Java int and long: what the record's fixed-width fields can hold.
-_I32_MIN: Final = -(1 << 31)
-_I32_MAX: Final = (1 << 31) - 1
-_I64_MIN: Final = -(1 << 63)
-_I64_MAX: Final = (1 << 63) - 1
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -115,9 +111,7 @@ class CommitLog:
         self._flush_executor = flush_executor
         self._alloc_executor = alloc_executor
         self._on_append = on_append
-        self._roll_lock = asyncio.Lock()
-        # The next segment, being created on the allocation executor (preallocation).
-        self._ahead: asyncio.Future[MappedFile] | None = None
+        self._segments = SegmentAllocator(self.mfq, alloc_executor)
         # SYNC_FLUSH waiters by end offset: True once durable, False at syncFlushTimeout.
         self._waiters = AckWaiters()
         self._wake = asyncio.Event()
@@ -181,7 +175,7 @@ class CommitLog:
         last = self.mfq.last
         if last is not None and not last.is_full:
             last.appending()  # a recovered segment is appended to as a new one is
-        self.preallocate()
+        self._segments.preallocate()
         self._task = asyncio.get_running_loop().create_task(
             self._flush_loop(), name="store/commitlog-flush"
         )
@@ -195,7 +189,7 @@ class CommitLog:
             task, self._task = self._task, None
             await task
         await self._flush_once()
-        await self._drop_ahead()
+        await self._segments.drop_ahead()
         self._waiters.cancel_all()
 
     def put_message(
@@ -237,7 +231,7 @@ class CommitLog:
         result = append(what)
         while result is None:
             try:
-                await self._roll()
+                await self._segments.roll()
             except OSError as e:
                 return self._roll_failed(e)
             result = append(what)
@@ -300,7 +294,7 @@ class CommitLog:
             return
         last = self.mfq.last
         if last is None:
-            async with self._roll_lock:
+            async with self._segments.lock:
                 if self.mfq.last is None:
                     seg = start_offset - start_offset % self.mfq.file_size
                     loop = asyncio.get_running_loop()
@@ -308,7 +302,7 @@ class CommitLog:
                     mf.wrote_position = mf.flushed_position = start_offset - seg
                     self.mfq.add(mf)
         elif last.is_full:
-            await self._roll()  # the preallocated next segment, as appends use
+            await self._segments.roll()  # the segment made ahead, as appends use
         last = self.mfq.last
         if last is None:
             raise StoreError("no segment to append replicated bytes to")
@@ -355,16 +349,9 @@ class CommitLog:
             return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
         sys_flag = m.sys_flag
         queue_id = m.queue_id
-        if not (
-            _I32_MIN <= sys_flag <= _I32_MAX
-            and _I32_MIN <= m.flag <= _I32_MAX
-            and _I32_MIN <= queue_id <= _I32_MAX
-            and _I32_MIN <= m.reconsume_times <= _I32_MAX
-            and _I64_MIN <= m.born_timestamp <= _I64_MAX
-            and _I64_MIN <= m.prepared_transaction_offset <= _I64_MAX
-        ):
-            # Checked before a queue offset is taken: a field the record cannot hold would
-            # fail the write after it, leaving a gap in the queue.
+        if not fields_fit(m):
+            # Before a queue offset is taken: a field the record cannot hold would fail the
+            # write after it, leaving a gap in the queue.
             return AppendResult(PutStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
         queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, 1)
@@ -400,16 +387,11 @@ class CommitLog:
         store_len = len(self._store_host_bytes)
         encoded: list[tuple[int, bytes, str, bytes, struct.Struct]] = []
         total = 0
-        if not (
-            _I32_MIN <= batch.sys_flag <= _I32_MAX
-            and _I32_MIN <= batch.queue_id <= _I32_MAX
-            and _I32_MIN <= batch.reconsume_times <= _I32_MAX
-            and _I64_MIN <= batch.born_timestamp <= _I64_MAX
-        ):
+        if not batch_fields_fit(batch):
             return AppendResult(PutStatus.MESSAGE_ILLEGAL)  # as in _append_nowait
         for flag, body, text in items:
             body_len = len(body)
-            if body_len > max_body or not _I32_MIN <= flag <= _I32_MAX:
+            if body_len > max_body:
                 return AppendResult(PutStatus.MESSAGE_ILLEGAL)
             props = text.encode()
             if len(props) > MAX_PROPERTIES_BYTES:
@@ -530,57 +512,6 @@ class CommitLog:
         log.error("create mapped file failed", directory=str(self.mfq.directory),
                   error=str(error))  # fmt: skip
         return AppendResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
-
-    async def _roll(self) -> None:
-        """Make a writable last segment: the preallocated one when it fits, else a new one."""
-        async with self._roll_lock:
-            last = self.mfq.last
-            if last is not None and not last.is_full:
-                return
-            start = self.mfq.next_file_offset()
-            loop = asyncio.get_running_loop()
-            mf: MappedFile | None = None
-            ahead, self._ahead = self._ahead, None
-            if ahead is not None:
-                mf = await self._awaited_ahead(ahead)
-                # A truncation may have moved the end meanwhile.
-                if mf is not None and mf.file_from_offset != start:
-                    await loop.run_in_executor(self._alloc_executor, mf.destroy)
-                    mf = None
-            if mf is None:
-                mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, start)
-            if last is not None:
-                last.written_out()
-            self.mfq.add(mf)
-            self.preallocate()
-
-    def preallocate(self) -> None:
-        """Create the segment after the last one on the allocation executor, ahead of need
-        (``AllocateMappedFileService``): sparse, sized under a temporary name, renamed."""
-        if self._ahead is not None or self.mfq.last is None:
-            return
-        start = self.mfq.next_file_offset()
-        self._ahead = asyncio.get_running_loop().run_in_executor(
-            self._alloc_executor, self.mfq.create_next, start
-        )
-
-    @staticmethod
-    async def _awaited_ahead(ahead: asyncio.Future[MappedFile]) -> MappedFile | None:
-        """The segment created ahead, or None when that failed (a full disk: the roll tries
-        again now, and refuses the write if there is still no room)."""
-        try:
-            return await ahead
-        except OSError as e:
-            log.warning("allocate mapped file ahead failed", error=str(e))
-            return None
-
-    async def _drop_ahead(self) -> None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            mf = await self._awaited_ahead(ahead)
-            if mf is not None:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._alloc_executor, mf.destroy)
 
     async def _flush_once(self) -> None:
         target = self.max_offset

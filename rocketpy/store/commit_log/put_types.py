@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
 
 from rocketpy.store.commit_log.record import Address
 
@@ -72,3 +73,34 @@ class MessageBatch:
     born_host: Address = ("127.0.0.1", 0)
     reconsume_times: int = 0
     wait_store: bool = True
+
+
+# Java int and long: what a record's fixed-width fields can hold.
+_I32_MIN: Final = -(1 << 31)
+_I32_MAX: Final = (1 << 31) - 1
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
+
+
+def fields_fit(m: MessageToStore) -> bool:
+    """Whether the record's int32/int64 fields can hold ``m``'s values (SYSFLAG, FLAG,
+    QUEUEID, RECONSUMETIMES, BORNTIMESTAMP, PREPARED_TRANSACTION_OFFSET)."""
+    return (
+        _I32_MIN <= m.sys_flag <= _I32_MAX
+        and _I32_MIN <= m.flag <= _I32_MAX
+        and _I32_MIN <= m.queue_id <= _I32_MAX
+        and _I32_MIN <= m.reconsume_times <= _I32_MAX
+        and _I64_MIN <= m.born_timestamp <= _I64_MAX
+        and _I64_MIN <= m.prepared_transaction_offset <= _I64_MAX
+    )
+
+
+def batch_fields_fit(batch: MessageBatch) -> bool:
+    """:func:`fields_fit` for a batch: the shared fields and every item's flag."""
+    return (
+        _I32_MIN <= batch.sys_flag <= _I32_MAX
+        and _I32_MIN <= batch.queue_id <= _I32_MAX
+        and _I32_MIN <= batch.reconsume_times <= _I32_MAX
+        and _I64_MIN <= batch.born_timestamp <= _I64_MAX
+        and all(_I32_MIN <= flag <= _I32_MAX for flag, _, _ in batch.items)
+    )
