@@ -40,6 +40,7 @@ from tests.helpers.controller_mode import (
 )
 from tests.helpers.history import History, Outcome, Summary, Violation
 from tests.helpers.processes import (
+    BROKER_UP,
     Daemon,
     start_broker,
     start_controller,
@@ -243,7 +244,11 @@ class ChaosRun:
             BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(self.controller_addrs)}\n"
         ) + self.broker_keys
         began = time.monotonic()
-        daemon, addr = start_broker(self.tmp, self.ns, extra=extra, tag=tag, store=self.tmp / tag)
+        # A restarted broker may have to wait for its role until another member is back (all
+        # three killed, no member electable yet): up is enough, the round waits for recovery.
+        daemon, addr = start_broker(
+            self.tmp, self.ns, extra=extra, tag=tag, store=self.tmp / tag, boot=BROKER_UP
+        )
         self.report.boots.append(time.monotonic() - began)
         self.brokers[broker_id] = daemon
         self._every_broker.append(daemon)

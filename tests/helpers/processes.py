@@ -25,6 +25,9 @@ NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, a
 BROKER_BOOT = re.compile(
     r"The broker\[(\S+), (\S+)\] boot success\. serializeType=JSON(?: and name server is (\S+))?"
 )
+#: A broker serving: booted, or (controller mode) up and waiting for a controller to give it a
+#: role -- what a restart of a broker-set without an electable master prints first.
+BROKER_UP = re.compile(r"The broker\[(\S+), (\S+)\] (?:boot success|is up but has no role yet)")
 
 
 def bin_env(log_dir: Path) -> dict[str, str]:
@@ -127,10 +130,13 @@ def start_broker(
     store: Path | None = None,
     extra: str = "",
     tag: str | None = None,
+    boot: re.Pattern[str] = BROKER_BOOT,
 ) -> tuple[Daemon, str]:
     """Start ``bin/mqbroker -n <namesrv>`` on a free loopback port with tiny store files; return
     it and its ``ip:port``. ``tag`` tells apart brokers of one name (a master and its slaves):
-    it names the config file, the default store and the log directory (``logs-<tag>``)."""
+    it names the config file, the default store and the log directory (``logs-<tag>``). ``boot``:
+    the line to wait for (:data:`BROKER_UP` also accepts a controller-mode broker that waits for
+    its role)."""
     label = tag or name
     conf = tmp / f"{label}.conf"
     root = store or tmp / label / "store"
@@ -143,7 +149,7 @@ def start_broker(
     )
     logs = tmp / "logs" if tag is None else tmp / f"logs-{tag}"
     daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], logs)
-    match = daemon.wait_for(BROKER_BOOT)
+    match = daemon.wait_for(boot)
     return daemon, match.group(2)
 
 

@@ -92,7 +92,8 @@ def test_record_valid_size_agrees_with_check_record(
     Expected: the same verdict as check_record each time (size, 0 for a blank marker, -1 for
     invalid), with and without the CRC check."""
     raw = encode_record(MessageRecord(topic=topic, queue_id=1, body=body, born_host=born,
-                                      properties="TAGS\x01a\x02"))  # fmt: skip
+                                      properties="TAGS\x01a\x02",
+                                      magic=choose_magic(topic.encode())))  # fmt: skip
 
     def agree(buf: bytes) -> None:
         for crc in (True, False):
