@@ -267,7 +267,7 @@ class BrokerService:
             delay_offsets=self.schedule.snapshot,
             config_access=ServiceConfigAccess(
                 config=lambda: self._config,
-                store_properties=lambda: self._store_config.to_properties(),
+                store_properties=self._store_config.to_properties,
                 version=lambda: self._config_version,
                 apply=self.apply_config,
             ),
