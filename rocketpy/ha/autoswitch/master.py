@@ -339,6 +339,11 @@ class AutoSwitchHAMaster:
                 out[c.slave_id] = max(out.get(c.slave_id, 0), c.ack_offset)
         return out
 
+    def recheck_waiters(self) -> None:
+        """The SyncStateSet changed: release the waits it now satisfies, recompute the confirm
+        offset."""
+        self._recompute_confirm()
+
     def _recompute_confirm(self) -> None:
         max_offset = self.store.commit_log.max_offset
         if not self.config.all_ack_in_sync_state_set or len(self.sync_state.effective()) <= 1:

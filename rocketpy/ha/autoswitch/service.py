@@ -176,8 +176,13 @@ class AutoSwitchHAService:
     # -- SyncStateSet and confirm offset ----------------------------------------------------------
 
     def set_sync_state_set(self, members: frozenset[int]) -> None:
-        """The controller's SyncStateSet (``setSyncStateSet``)."""
+        """The controller's SyncStateSet (``setSyncStateSet``). Sends waiting for every member's
+        ack are checked against it at once: after a slave died, the set without it is what they
+        wait for from now on (they would otherwise wait for the next ack report, up to the
+        send's deadline)."""
         self.master.sync_state.set_sync_state_set(members)
+        if self.is_master:
+            self.master.recheck_waiters()
 
     def sync_state_set(self) -> frozenset[int]:
         """The effective SyncStateSet (local set, plus the proposal while synchronizing)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,5 +235,70 @@ def test_producer_leaves_a_dead_classic_master(tmp_path: Path) -> None:
         raise
     finally:
         for d in daemons.values():
+            d.stop()
+        namesrv.stop()
+
+
+async def _slave_death(ns: str, slave: Daemon, addrs: list[str]) -> tuple[float, int]:
+    """Load, SIGKILL ``slave``, keep loading; (largest gap between two SEND_OKs, failures)."""
+    admin = AdminClient(ns)
+    try:
+        for addr in addrs:
+            await admin.create_topic(addr, TopicSpec(topic=TOPIC))
+    finally:
+        await admin.close()
+    producer = Producer("slave_death_pg", ns)
+    await producer.start()
+    stop, tally = asyncio.Event(), Tally()
+    load = asyncio.create_task(_load(producer, stop, tally))
+    try:
+        async with asyncio.timeout(60):
+            while len(tally.ok) < 500:
+                await asyncio.sleep(0.05)
+            killed_at = time.monotonic()
+            slave.proc.kill()
+            await asyncio.sleep(3.0)
+    finally:
+        stop.set()
+        await load
+        await producer.shutdown()
+    around = sorted(t for t in tally.ok if t > killed_at - 1.0)
+    gap = max((b - a for a, b in itertools.pairwise(around)), default=99.0)
+    return gap, len([t for t in tally.failed if t >= killed_at])
+
+
+def test_producer_barely_notices_a_slave_death(tmp_path: Path) -> None:
+    """1. mqnamesrv, three mqcontrollers, b1-b3 of broker-a in controller mode with
+    allAckInSyncStateSet (every send waits for every SyncStateSet member).
+    2. One Producer, 32 senders. 3. After 500 SEND_OKs, SIGKILL the slave b2.
+    Expected: no send fails; sends never pause for a second: the master drops b2 from the
+    SyncStateSet as its connection closes, and once the controller confirms, the sends waiting
+    for b2's ack are released at once (they waited for the next ack report, ~3 s, timing out
+    at the client while the broker later answered SUCCESS)."""
+    namesrv, ns = start_namesrv(tmp_path)
+    ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
+    extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
+    # Upstream's defaults: an idle slave reports its ack every 5 s; a send waits 3 s for acks.
+    extra += "haSendHeartbeatInterval=5000\nslaveTimeout=3000\n"
+    daemons: dict[str, Daemon] = {}
+    try:
+        addrs = []
+        for tag in ("b1", "b2", "b3"):
+            daemons[tag], addr = start_broker(tmp_path, ns, extra=extra, tag=tag,
+                                              store=tmp_path / tag)  # fmt: skip
+            addrs.append(addr)
+        asyncio.run(_wait_in_sync(ctl, frozenset({1, 2, 3}), 20))
+        gap, failed = asyncio.run(_slave_death(ns, daemons["b2"], addrs))
+        print(f"slave death: largest pause {gap:.3f} s, {failed} failed")
+        assert failed == 0, f"{failed} sends failed"
+        assert gap < 1.0, f"sends paused {gap:.2f} s"
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.tail(4000)}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for d in ctl_daemons:
             d.stop()
         namesrv.stop()
