@@ -3,12 +3,18 @@
 Owns: the ``typing.NewType`` aliases shared across packages. Convert explicitly at the boundary
 where a plain ``int`` comes in (a decoded header, a file); never do arithmetic across two kinds.
 Mirrors the typed epochs of mxsm/rocketmq-rust ``rocketmq-store-api/src/ha_contract.rs``.
-Pure: no imports beyond ``typing``.
+Also Java's integer ranges. Pure: no imports beyond ``typing``.
 """
 
 from __future__ import annotations
 
-from typing import NewType
+from typing import Final, NewType
+
+#: Java's ``int`` and ``long``: the ranges a wire header or a record field can carry.
+JAVA_INT_MIN: Final = -(1 << 31)
+JAVA_INT_MAX: Final = (1 << 31) - 1
+JAVA_LONG_MIN: Final = -(1 << 63)
+JAVA_LONG_MAX: Final = (1 << 63) - 1
 
 #: A Raft term (DLedger ``currTerm`` / ``ledgerEndTerm``); 0 before any election.
 Term = NewType("Term", int)

@@ -29,6 +29,8 @@ log = structlog.get_logger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
 # Durable pages are released from the mapping in steps of this many bytes.
 RELEASE_CHUNK = 4 * 1024 * 1024
+# zero() writes this many bytes at a time.
+_ZERO_CHUNK = 1024 * 1024
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -130,11 +132,6 @@ class MappedFile:
         return self._map
 
     @property
-    def mapped(self) -> bool:
-        """Whether the segment is still mapped (not closed)."""
-        return self._map is not None
-
-    @property
     def buffer(self) -> mmap.mmap:
         """The mapping, for writers that encode in place (``struct.pack_into``)."""
         return self._mapping
@@ -170,6 +167,19 @@ class MappedFile:
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at ``pos`` (relative to the segment)."""
         return self._mapping[pos : pos + size]
+
+    def zero(self, start: int, end: int) -> None:
+        """Overwrite ``[start, end)`` with zeros, a MiB at a time (a cut tail, so that nothing
+        behind the new end can look valid to a later recovery)."""
+        for pos in range(start, end, _ZERO_CHUNK):
+            self._mapping[pos : min(pos + _ZERO_CHUNK, end)] = bytes(min(_ZERO_CHUNK, end - pos))
+
+    def drop_pages(self, start: int, end: int) -> None:
+        """Release the whole pages of ``[start, end)`` from this process's mapping (the page
+        cache and the file keep them; a later read faults them back in). No-op once closed."""
+        start -= start % PAGE_SIZE
+        if end > start and self._map is not None:
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def view(self, pos: int, size: int) -> memoryview:
         """A zero-copy slice; release it before :meth:`close`."""
@@ -219,7 +229,7 @@ class MappedFile:
         mapping = self._map
         if mapping is None or end <= self.released_position:
             return
-        mapping.madvise(mmap.MADV_DONTNEED, self.released_position, end - self.released_position)
+        self.drop_pages(self.released_position, end)
         # Readers of what is written get readahead and fault-around back (see appending).
         mapping.madvise(mmap.MADV_NORMAL, self.released_position, end - self.released_position)
         self.released_position = end

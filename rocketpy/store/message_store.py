@@ -191,32 +191,23 @@ class MessageStore:
         pages each slice read are dropped from the mappings, and a progress line is logged
         every few seconds (after a crash of the machine this can be a whole segment)."""
         reput = self.reput
-        bound = reput.bound
-        target = bound()
+        target = reput.bound()
         start = reput.reput_from
         began = shown = time.monotonic()
-        try:
-            while reput.reput_from < target:
-                before = reput.reput_from
-                upto = min(target, before + _DISPATCH_SLICE)
-
-                def sliced(upto: int = upto) -> int:
-                    return upto
-
-                reput.bound = sliced
-                await reput.dispatch_available(self._put_cq, notify=False)
-                drop_read_pages(self.commit_log.mfq, before, reput.reput_from)
-                if reput.reput_from <= before:
-                    break  # a record longer than a slice: the pass below takes it
-                now = time.monotonic()
-                if now - shown >= PROGRESS_INTERVAL_S:
-                    shown = now
-                    log.info("dispatch behind recovering", offset=reput.reput_from,
-                             remaining=target - reput.reput_from,
-                             mb_per_s=round((reput.reput_from - start) / (now - began) / 1e6,
-                                            1))  # fmt: skip
-        finally:
-            reput.bound = bound
+        while reput.reput_from < target:
+            before = reput.reput_from
+            upto = min(target, before + _DISPATCH_SLICE)
+            await reput.dispatch_available(self._put_cq, notify=False, upto=upto)
+            drop_read_pages(self.commit_log.mfq, before, reput.reput_from)
+            if reput.reput_from <= before:
+                break  # a record longer than a slice: the pass below takes it
+            now = time.monotonic()
+            if now - shown >= PROGRESS_INTERVAL_S:
+                shown = now
+                log.info("dispatch behind recovering", offset=reput.reput_from,
+                         remaining=target - reput.reput_from,
+                         mb_per_s=round((reput.reput_from - start) / (now - began) / 1e6,
+                                        1))  # fmt: skip
         await reput.dispatch_available(self._put_cq, notify=False)
 
     async def lock(self) -> StoreLock:
@@ -372,9 +363,9 @@ class MessageStore:
         q = self.queues.get((topic, queue_id))
         if q is None:
             q = self._new_queue(topic, queue_id)
-        elif commit_log_offset + size <= q.max_physic_offset:
-            return None  # already there: a recovery re-dispatch (ConsumeQueue.put skips it too)
         if not q.put_nowait(commit_log_offset, size, tags_code, queue_offset):
+            if commit_log_offset + size <= q.max_physic_offset:
+                return None  # already there (a recovery re-dispatch): no coroutine to skip it
             unit = CqUnit(commit_log_offset=commit_log_offset, size=size, tags_code=tags_code)
             return self._put_cq_slow(q, unit, queue_offset, store_timestamp)
         checkpoint = self.checkpoint

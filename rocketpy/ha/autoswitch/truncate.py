@@ -16,18 +16,9 @@ import structlog
 from rocketpy.ha.protocol import HandshakeResponse
 from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.epoch_cache import EpochFileCache
-from rocketpy.store.mapped_file import MappedFile
 from rocketpy.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
-
-_ZERO_CHUNK = 1024 * 1024
-
-
-def _zero(mf: MappedFile, start: int, end: int) -> None:
-    """Overwrite ``[start, end)`` of ``mf`` with zeros. Blocks (runs on an executor)."""
-    for pos in range(start, end, _ZERO_CHUNK):
-        mf.write_at(pos, bytes(min(_ZERO_CHUNK, end - pos)))
 
 
 async def cut_commit_log(store: MessageStore, point: int) -> None:
@@ -43,7 +34,7 @@ async def cut_commit_log(store: MessageStore, point: int) -> None:
         start = point - mf.file_from_offset
         end = min(old_max - mf.file_from_offset, mf.size)
         if end > start:
-            await asyncio.get_running_loop().run_in_executor(None, _zero, mf, start, end)
+            await asyncio.get_running_loop().run_in_executor(None, mf.zero, start, end)
 
 
 def valid_end(store: MessageStore) -> int:

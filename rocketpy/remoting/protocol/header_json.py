@@ -16,6 +16,7 @@ import orjson
 
 from rocketpy.common.codes import LanguageCode
 from rocketpy.common.errors import CodecError
+from rocketpy.common.types import JAVA_INT_MAX, JAVA_INT_MIN
 from rocketpy.remoting.protocol.command import RemotingCommand
 
 #: language value when a header names a language we do not know.
@@ -37,10 +38,6 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
     return orjson.dumps(obj)
-
-
-_I32_MIN: Final = -(1 << 31)
-_I32_MAX: Final = (1 << 31) - 1
 
 
 def _int(obj: dict[str, Any], key: str, default: int = 0) -> int:
@@ -121,10 +118,10 @@ def decode_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     if type(flag) is not int:
         flag = _int(obj, "flag")
     if not (
-        _I32_MIN <= code <= _I32_MAX
-        and _I32_MIN <= opaque <= _I32_MAX
-        and _I32_MIN <= flag <= _I32_MAX
-        and _I32_MIN <= version <= _I32_MAX
+        JAVA_INT_MIN <= code <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= opaque <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= flag <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= version <= JAVA_INT_MAX
     ):
         # Java's RemotingCommand holds them in ints: fastjson refuses the header.
         raise CodecError(f"header integer out of int range: code={code} opaque={opaque} "

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
 
+from rocketpy.common.types import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketpy.store.commit_log.record import Address
 
 
@@ -75,32 +75,25 @@ class MessageBatch:
     wait_store: bool = True
 
 
-# Java int and long: what a record's fixed-width fields can hold.
-_I32_MIN: Final = -(1 << 31)
-_I32_MAX: Final = (1 << 31) - 1
-_I64_MIN: Final = -(1 << 63)
-_I64_MAX: Final = (1 << 63) - 1
-
-
 def fields_fit(m: MessageToStore) -> bool:
     """Whether the record's int32/int64 fields can hold ``m``'s values (SYSFLAG, FLAG,
     QUEUEID, RECONSUMETIMES, BORNTIMESTAMP, PREPARED_TRANSACTION_OFFSET)."""
     return (
-        _I32_MIN <= m.sys_flag <= _I32_MAX
-        and _I32_MIN <= m.flag <= _I32_MAX
-        and _I32_MIN <= m.queue_id <= _I32_MAX
-        and _I32_MIN <= m.reconsume_times <= _I32_MAX
-        and _I64_MIN <= m.born_timestamp <= _I64_MAX
-        and _I64_MIN <= m.prepared_transaction_offset <= _I64_MAX
+        JAVA_INT_MIN <= m.sys_flag <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= m.flag <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= m.queue_id <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= m.reconsume_times <= JAVA_INT_MAX
+        and JAVA_LONG_MIN <= m.born_timestamp <= JAVA_LONG_MAX
+        and JAVA_LONG_MIN <= m.prepared_transaction_offset <= JAVA_LONG_MAX
     )
 
 
 def batch_fields_fit(batch: MessageBatch) -> bool:
     """:func:`fields_fit` for a batch: the shared fields and every item's flag."""
     return (
-        _I32_MIN <= batch.sys_flag <= _I32_MAX
-        and _I32_MIN <= batch.queue_id <= _I32_MAX
-        and _I32_MIN <= batch.reconsume_times <= _I32_MAX
-        and _I64_MIN <= batch.born_timestamp <= _I64_MAX
-        and all(_I32_MIN <= flag <= _I32_MAX for flag, _, _ in batch.items)
+        JAVA_INT_MIN <= batch.sys_flag <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= batch.queue_id <= JAVA_INT_MAX
+        and JAVA_INT_MIN <= batch.reconsume_times <= JAVA_INT_MAX
+        and JAVA_LONG_MIN <= batch.born_timestamp <= JAVA_LONG_MAX
+        and all(JAVA_INT_MIN <= flag <= JAVA_INT_MAX for flag, _, _ in batch.items)
     )

@@ -24,7 +24,6 @@ ahead of need (all zeros) is never read.
 
 from __future__ import annotations
 
-import mmap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,10 +61,14 @@ class RecoveryResult:
     process_offset: int
     walk_start: int
     start_from: str
-    scanned_bytes: int
     elapsed_ms: float
     cut_bytes: int
     cut_copy: Path | None
+
+    @property
+    def scanned_bytes(self) -> int:
+        """Bytes the walk covered."""
+        return self.process_offset - self.walk_start
 
 
 def first_record_timestamp(mf: MappedFile) -> int | None:
@@ -135,12 +138,12 @@ class _Walk:
             return pos, True
         finally:
             view.release()
-            _drop_pages(mf, released, min(pos, mf.size))
+            mf.drop_pages(released, min(pos, mf.size))
 
     def _progress(self, mf: MappedFile, pos: int, released: int) -> int:
         """Drop the walked pages; log a progress line every few seconds."""
         upto = pos - pos % PAGE_SIZE
-        _drop_pages(mf, released, upto)
+        mf.drop_pages(released, upto)
         now = time.monotonic()
         if now - self._last_progress >= PROGRESS_INTERVAL_S:
             offset = mf.file_from_offset + pos
@@ -151,13 +154,6 @@ class _Walk:
         return upto
 
 
-def _drop_pages(mf: MappedFile, start: int, end: int) -> None:
-    """Release walked pages from this process's mapping (the page cache keeps them)."""
-    start -= start % PAGE_SIZE
-    if end > start and mf.mapped:
-        mf.buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
-
-
 def drop_read_pages(mfq: MappedFileQueue, start: int, end: int) -> None:
     """Release the pages of global ``[start, end)`` from the segments' mappings: read once at
     start-up (the re-dispatch after a walk), they would otherwise stay resident."""
@@ -165,7 +161,7 @@ def drop_read_pages(mfq: MappedFileQueue, start: int, end: int) -> None:
         lo = max(start, mf.file_from_offset) - mf.file_from_offset
         hi = min(end, mf.file_from_offset + mf.size) - mf.file_from_offset
         if hi > lo:
-            _drop_pages(mf, lo, hi)
+            mf.drop_pages(lo, hi)
 
 
 def recover_commit_log(
@@ -191,8 +187,7 @@ def recover_commit_log(
     files = mfq.files
     if not files:
         return RecoveryResult(process_offset=0, walk_start=0, start_from="empty",
-                              scanned_bytes=0, elapsed_ms=0.0, cut_bytes=0,
-                              cut_copy=None)  # fmt: skip
+                              elapsed_ms=0.0, cut_bytes=0, cut_copy=None)  # fmt: skip
     if dispatched is not None and mfq.find(dispatched) is not None:
         walk_start, start_from = dispatched, "dispatched"
     elif not abnormal:
@@ -209,8 +204,7 @@ def recover_commit_log(
              walk_start=walk_start, process_offset=process, scanned_bytes=process - walk_start,
              elapsed_ms=round(elapsed_ms, 1), cut_bytes=cut)  # fmt: skip
     return RecoveryResult(process_offset=process, walk_start=walk_start, start_from=start_from,
-                          scanned_bytes=process - walk_start, elapsed_ms=elapsed_ms,
-                          cut_bytes=cut, cut_copy=cut_copy)  # fmt: skip
+                          elapsed_ms=elapsed_ms, cut_bytes=cut, cut_copy=cut_copy)  # fmt: skip
 
 
 def _keep_tail(mfq: MappedFileQueue, offset: int, cut_dir: Path) -> tuple[Path | None, int]:
@@ -249,6 +243,5 @@ def _zero_torn(mf: MappedFile, start: int, end: int) -> int:
         if mf.read(end, probe) == zeros[:probe]:
             break
         end += probe
-    for p in range(start, end, _ZERO_PROBE):
-        mf.write_at(p, zeros[: min(_ZERO_PROBE, end - p)])
+    mf.zero(start, end)
     return end

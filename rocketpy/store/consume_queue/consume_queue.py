@@ -119,7 +119,7 @@ class ConsumeQueue:
             kept = self.mfq.find(new_end)
             if kept is not None:
                 pos = new_end - kept.file_from_offset
-                kept.write_at(pos, bytes(min(end, kept.file_from_offset + kept.size) - new_end))
+                kept.zero(pos, min(end - kept.file_from_offset, kept.size))
             self.mfq.truncate_dirty_files(new_end)
             last = self._unit_at(new_end - UNIT_SIZE) if new_end > 0 else None
             self.max_physic_offset = last.commit_log_offset + last.size if last else 0

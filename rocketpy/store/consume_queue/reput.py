@@ -173,9 +173,12 @@ class ReputService:
         """Bytes written but not yet dispatched."""
         return max(0, self.bound() - self.reput_from)
 
-    async def dispatch_available(self, put_cq: PutCq, *, notify: bool = True) -> None:
-        """Dispatch every whole record below the bound. ``put_cq`` awaits the CQ append."""
-        bound = self.bound()
+    async def dispatch_available(
+        self, put_cq: PutCq, *, notify: bool = True, upto: int | None = None
+    ) -> None:
+        """Dispatch every whole record below the bound (and below ``upto`` when given: the
+        start-up re-dispatch goes a slice at a time). ``put_cq`` awaits the CQ append."""
+        bound = self.bound() if upto is None else min(self.bound(), upto)
         hints = self.hints
         while self.reput_from < bound:
             if (
