@@ -169,9 +169,10 @@ class Producer:
         return info
 
     async def _info_with_queues(self, topic: str) -> TopicPublishInfo:
-        info = await self._info(topic)
-        if not info.queues:
-            await self._routes.refresh_after_failure(topic)
+        """The topic's publish info with at least one queue (re-fetched when it has none)."""
+        info = self._publish.get(topic)
+        if info is None or not info.queues:
+            self._client.check_started()
             info = await self._routes.publish_info(topic)
         return info
 
@@ -249,10 +250,11 @@ class Producer:
             RemoteError: the broker refused with a code that is not retried.
         """
         props, body, sys_flag, uniq = self._encode(msg)
-        info = await self._info(msg.topic)
         if selector is not None:
             info = await self._info_with_queues(msg.topic)
             queue = selector(info.queues, msg, arg)
+        else:
+            info = await self._info(msg.topic)
         payload = _Payload(_CODE_SEND, props, body, sys_flag, msg.flag, uniq)
         return await self._send_with_retries(info, queue, payload, timeout_s)
 

@@ -173,6 +173,13 @@ def pull_addr(client: ClientInstance, mq: MessageQueue) -> tuple[str, bool]:
     return addr, addr != addrs.get(MASTER_ID)
 
 
+async def refresh_pull_route(client: ClientInstance, mq: MessageQueue) -> None:
+    """After a failed pull of ``mq``: pull from the master again next time, and re-fetch the
+    topic's route now (shared, rate-limited), so a failover is followed at once."""
+    client.pull_from_which_node.pop(mq, None)
+    await client.routes.refresh_after_failure(mq.topic)
+
+
 async def query_consumer_offset(client: ClientInstance, group: str, mq: MessageQueue) -> int:
     """QUERY_CONSUMER_OFFSET; -1 when the broker has none (QUERY_NOT_FOUND)."""
     ext = {

@@ -20,6 +20,7 @@ from rocketpy.client.pull_api import (
     pull_message,
     query_consumer_offset,
     queue_offset,
+    refresh_pull_route,
     update_consumer_offset,
 )
 from rocketpy.common.codes import RequestCode
@@ -131,8 +132,7 @@ class PullConsumer:
             )
         except (ConnectionClosed, RequestTimeout):
             # The broker may be gone (a failover): the caller's retry uses a fresh route.
-            self._client.pull_from_which_node.pop(queue, None)
-            await self._client.routes.refresh_after_failure(queue.topic)
+            await refresh_pull_route(self._client, queue)
             raise
 
     async def update_offset(self, queue: MessageQueue, offset: int) -> None:

@@ -41,6 +41,7 @@ from rocketpy.client.pull_api import (
     pull_message,
     query_consumer_offset,
     queue_offset,
+    refresh_pull_route,
 )
 from rocketpy.client.rebalance import ProcessQueue, allocate_averagely
 from rocketpy.common.codes import RequestCode
@@ -378,9 +379,8 @@ class PushConsumer:
         rate-limited); True when ``mq`` is now served from another address (a failover: pull
         there at once)."""
         routes = self._client.routes
-        self._client.pull_from_which_node.pop(mq, None)
         before = routes.subscribe.get(mq.topic)
-        await routes.refresh_after_failure(mq.topic)
+        await refresh_pull_route(self._client, mq)
         if routes.subscribe.get(mq.topic) != before:
             self._rebalance_now.set()  # queues came or went: reassign them now, not in 20 s
         try:

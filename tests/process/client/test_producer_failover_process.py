@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,32 +173,22 @@ async def _scenario(
     return resumed, failed, tally
 
 
-def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
-    """1. mqnamesrv, three mqcontrollers, b1-b3 of broker-a in controller mode.
-    2. One Producer, 32 senders in a loop (a failed send waits 50 ms, as an application would).
-    A PushConsumer (pullDelayOnError 3 s, as upstream) consumes the topic all along.
-    3. After 500 SEND_OKs, SIGKILL the master.
-    Expected: a send succeeds again within 2 s of the kill; fewer than 500 sends fail in all;
-    sends keep succeeding afterwards; the consumer receives messages sent after the kill within
-    2.5 s of it; a PullConsumer whose route still names the dead master pulls queue 0 again,
-    retrying as an application would, within a second."""
-    namesrv, ns = start_namesrv(tmp_path)
-    ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
-    extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
+@contextlib.contextmanager
+def _broker_set(tmp: Path, keys: str = "") -> Iterator[tuple[str, dict[str, Daemon], list[str]]]:
+    """mqnamesrv, three mqcontrollers and b1-b3 of broker-a in controller mode (allAck), in
+    sync; yields (NameServer, brokers by tag, broker addresses); on failure prints each
+    broker's output tail; stops everything."""
+    namesrv, ns = start_namesrv(tmp)
+    ctl_daemons, ctl, _ = start_controllers(tmp, 3, SAFE_CONTROLLER_KEYS)
+    extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n" + keys
     daemons: dict[str, Daemon] = {}
     try:
         addrs = []
         for tag in ("b1", "b2", "b3"):
-            daemons[tag], addr = start_broker(tmp_path, ns, extra=extra, tag=tag,
-                                              store=tmp_path / tag)  # fmt: skip
+            daemons[tag], addr = start_broker(tmp, ns, extra=extra, tag=tag, store=tmp / tag)
             addrs.append(addr)
         asyncio.run(_wait_in_sync(ctl, frozenset({1, 2, 3}), 20))
-        assert asyncio.run(broker_addrs(ns))[0] == addrs[0]
-        resumed, failed, tally = asyncio.run(_scenario(ns, daemons["b1"], addrs))
-        print(f"failover: sends resumed {resumed:.2f} s after the kill, {failed} failed, "
-              f"{len(tally.ok)} ok")  # fmt: skip
-        assert resumed < 2.0, f"sends resumed only {resumed:.2f} s after the kill"
-        assert failed < 500, f"{failed} sends failed"
+        yield ns, daemons, addrs
     except BaseException:
         for name, d in daemons.items():
             print(f"===== {name}\n{d.tail(4000)}")
@@ -208,6 +199,24 @@ def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
         for d in ctl_daemons:
             d.stop()
         namesrv.stop()
+
+
+def test_producer_follows_controller_mode_failover(tmp_path: Path) -> None:
+    """1. mqnamesrv, three mqcontrollers, b1-b3 of broker-a in controller mode.
+    2. One Producer, 32 senders in a loop (a failed send waits 50 ms, as an application would).
+    A PushConsumer (pullDelayOnError 3 s, as upstream) consumes the topic all along.
+    3. After 500 SEND_OKs, SIGKILL the master.
+    Expected: a send succeeds again within 2 s of the kill; fewer than 500 sends fail in all;
+    sends keep succeeding afterwards; the consumer receives messages sent after the kill within
+    2.5 s of it; a PullConsumer whose route still names the dead master pulls queue 0 again,
+    retrying as an application would, within a second."""
+    with _broker_set(tmp_path) as (ns, daemons, addrs):
+        assert asyncio.run(broker_addrs(ns))[0] == addrs[0]
+        resumed, failed, tally = asyncio.run(_scenario(ns, daemons["b1"], addrs))
+        print(f"failover: sends resumed {resumed:.2f} s after the kill, {failed} failed, "
+              f"{len(tally.ok)} ok")  # fmt: skip
+        assert resumed < 2.0, f"sends resumed only {resumed:.2f} s after the kill"
+        assert failed < 500, f"{failed} sends failed"
 
 
 def test_producer_leaves_a_dead_classic_master(tmp_path: Path) -> None:
@@ -275,30 +284,10 @@ def test_producer_barely_notices_a_slave_death(tmp_path: Path) -> None:
     SyncStateSet as its connection closes, and once the controller confirms, the sends waiting
     for b2's ack are released at once (they waited for the next ack report, ~3 s, timing out
     at the client while the broker later answered SUCCESS)."""
-    namesrv, ns = start_namesrv(tmp_path)
-    ctl_daemons, ctl, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
-    extra = BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(ctl)}\n"
     # Upstream's defaults: an idle slave reports its ack every 5 s; a send waits 3 s for acks.
-    extra += "haSendHeartbeatInterval=5000\nslaveTimeout=3000\n"
-    daemons: dict[str, Daemon] = {}
-    try:
-        addrs = []
-        for tag in ("b1", "b2", "b3"):
-            daemons[tag], addr = start_broker(tmp_path, ns, extra=extra, tag=tag,
-                                              store=tmp_path / tag)  # fmt: skip
-            addrs.append(addr)
-        asyncio.run(_wait_in_sync(ctl, frozenset({1, 2, 3}), 20))
+    keys = "haSendHeartbeatInterval=5000\nslaveTimeout=3000\n"
+    with _broker_set(tmp_path, keys) as (ns, daemons, addrs):
         gap, failed = asyncio.run(_slave_death(ns, daemons["b2"], addrs))
         print(f"slave death: largest pause {gap:.3f} s, {failed} failed")
         assert failed == 0, f"{failed} sends failed"
         assert gap < 1.0, f"sends paused {gap:.2f} s"
-    except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.tail(4000)}")
-        raise
-    finally:
-        for d in daemons.values():
-            d.stop()
-        for d in ctl_daemons:
-            d.stop()
-        namesrv.stop()
