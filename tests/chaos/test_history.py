@@ -92,3 +92,17 @@ def test_history_ok_without_offset_is_refused() -> None:
     """1. Record SEND_OK without a queue offset. Expected: ValueError (the checker needs it)."""
     with pytest.raises(ValueError, match="without a queue offset"):
         History().send("k1", 0, Outcome.OK)
+
+
+def test_history_two_masters_acking_one_offset_is_split_brain() -> None:
+    """1. k1 acked at 0/0 by the old master, k2 acked at 0/0 by a new one (two masters of one
+    epoch); the consumer reads k2 there. Expected: 'split-brain' naming both brokers, and k1
+    'lost'."""
+    h = History()
+    h.send("k1", 0, Outcome.OK, 0, broker="10.0.0.1:10911")
+    h.send("k2", 0, Outcome.OK, 0, broker="10.0.0.2:10911")
+    h.consume("k2", 0, 0)
+    found = h.check()
+    assert [v.kind for v in found] == ["split-brain", "lost"]
+    assert "10.0.0.1:10911" in found[0].detail
+    assert "10.0.0.2:10911" in found[0].detail

@@ -21,6 +21,7 @@ import re
 import signal
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -39,6 +40,7 @@ from tests.helpers.controller_mode import (
     sync_state,
 )
 from tests.helpers.history import History, Outcome, Summary, Violation
+from tests.helpers.netlab import NetLab
 from tests.helpers.processes import (
     BROKER_UP,
     Daemon,
@@ -99,19 +101,23 @@ MASTER_FAULTS = frozenset(
 class RoundResult:
     """What one round did and how long the cluster took to get over it."""
 
-    fault: Fault
+    fault: str  # a Fault, or a partition's kind (tests/helpers/partition_chaos.py)
     victims: tuple[str, ...]
     # fault -> a new master elected (master faults only; diverge-master: from the restart of
     # the slaves, since nobody can be elected while all three are down)
     failover_s: float | None
     recovery_s: float  # fault -> SyncStateSet {1, 2, 3} again and a SEND_OK after that
+    # the longest time without a SEND_OK from the fault to the recovery: the writers' outage
+    outage_s: float = 0.0
+    note: str = ""  # what else the round observed
 
     def line(self) -> str:
         """One line for the run's log."""
         failover = "-" if self.failover_s is None else f"{self.failover_s:.2f}s"
+        note = f"; {self.note}" if self.note else ""
         return (
             f"{self.fault} on {','.join(self.victims)}: failover {failover}, "
-            f"recovered in {self.recovery_s:.2f}s"
+            f"no SEND_OK for {self.outage_s:.2f}s, recovered in {self.recovery_s:.2f}s{note}"
         )
 
 
@@ -131,6 +137,9 @@ class ChaosReport:
         kinds = Counter(str(r.fault) for r in self.rounds)
         fails = sorted(r.failover_s for r in self.rounds if r.failover_s is not None)
         recs = sorted(r.recovery_s for r in self.rounds)
+        outages: dict[str, list[float]] = {}
+        for r in self.rounds:
+            outages.setdefault(str(r.fault), []).append(r.outage_s)
         lines = [
             f"chaos seed={self.seed} rounds={len(self.rounds)}",
             "faults: " + ", ".join(f"{k}={n}" for k, n in sorted(kinds.items())),
@@ -143,6 +152,9 @@ class ChaosReport:
             )
         lines.append(f"failover s: {stats(fails)}")
         lines.append(f"recovery s: {stats(recs)}")
+        lines.extend(
+            f"no SEND_OK s, {kind}: {stats(sorted(v))}" for kind, v in sorted(outages.items())
+        )
         lines.append(f"broker boots s: {stats(sorted(self.boots))}")
         lines.append(f"divergent tails truncated: {self.truncations}")
         lines.append(f"violations: {len(self.violations)}")
@@ -206,9 +218,14 @@ async def read_queues(history: History, addr: str, topic: str, queues: int) -> N
 class ChaosRun:
     """Processes, producers and the history of one chaos run under ``tmp``."""
 
-    def __init__(self, tmp: Path, seed: int, broker_keys: str = "") -> None:
-        """``broker_keys``: extra broker config lines (e.g. default segment sizes)."""
+    def __init__(
+        self, tmp: Path, seed: int, broker_keys: str = "", net: NetLab | None = None
+    ) -> None:
+        """``broker_keys``: extra broker config lines (e.g. default segment sizes); ``net``:
+        run each daemon in a host of its own (``ns``, ``n0``-``n2``, ``b1``-``b3``) so that
+        links can fail; the test process is the client host."""
         self.tmp = tmp
+        self.net = net
         self.broker_keys = broker_keys
         self.rng = random.Random(seed)
         self.report = ChaosReport(seed=seed)
@@ -224,22 +241,36 @@ class ChaosRun:
         self._every_broker: list[Daemon] = []  # restarted ones too: their logs count truncations
         self._stop_producers = asyncio.Event()
         self._ok_count = 0
+        self._ok_times: list[float] = []  # monotonic time of every SEND_OK
 
     # -- processes -----------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the NameServer, the controller group and brokers 1, 2, 3 (ids are assigned by
         the controller in start order)."""
-        self.namesrv, self.ns = start_namesrv(self.tmp)
+        host, wrap = self._host("ns")
+        self.namesrv, self.ns = start_namesrv(self.tmp, host=host, wrap=wrap)
+        hosts = [self._host(f"n{i}") for i in range(3)]
         daemons, self.controller_addrs, self._controller_confs = start_controllers(
-            self.tmp, 3, SAFE_CONTROLLER_KEYS
+            self.tmp,
+            3,
+            SAFE_CONTROLLER_KEYS,
+            hosts=[h for h, _ in hosts] if self.net else None,
+            wraps=[w for _, w in hosts],
         )
         self.controllers = list(daemons)
         for broker_id in (1, 2, 3):
             self._start_broker(broker_id)
 
+    def _host(self, name: str) -> tuple[str, list[str]]:
+        """The address a daemon of host ``name`` binds and the argv prefix it runs under."""
+        if self.net is None:
+            return "127.0.0.1", []
+        return self.net.ip[name], self.net.wrap(name)
+
     def _start_broker(self, broker_id: int) -> None:
         tag = f"b{broker_id}"
+        host, wrap = self._host(tag)
         extra = (
             BROKER_KEYS + SAFE_BROKER_KEYS + f"controllerAddr={';'.join(self.controller_addrs)}\n"
         ) + self.broker_keys
@@ -247,7 +278,14 @@ class ChaosRun:
         # A restarted broker may have to wait for its role until another member is back (all
         # three killed, no member electable yet): up is enough, the round waits for recovery.
         daemon, addr = start_broker(
-            self.tmp, self.ns, extra=extra, tag=tag, store=self.tmp / tag, boot=BROKER_UP
+            self.tmp,
+            self.ns,
+            extra=extra,
+            tag=tag,
+            store=self.tmp / tag,
+            boot=BROKER_UP,
+            host=host,
+            wrap=wrap,
         )
         self.report.boots.append(time.monotonic() - began)
         self.brokers[broker_id] = daemon
@@ -255,7 +293,9 @@ class ChaosRun:
         self.broker_addr[broker_id] = addr
 
     def _start_controller(self, index: int) -> None:
-        daemon, _ = start_controller(self._controller_confs[index], self.tmp)
+        daemon, _ = start_controller(
+            self._controller_confs[index], self.tmp, self._host(f"n{index}")[1]
+        )
         self.controllers[index] = daemon
 
     def stop(self) -> None:
@@ -323,8 +363,10 @@ class ChaosRun:
             self.history.send(key, queue, Outcome.UNKNOWN)
             return False
         if resp.code == ResponseCode.SUCCESS:
-            self.history.send(key, queue, Outcome.OK, int(resp.ext("queueOffset") or -1))
+            offset = int(resp.ext("queueOffset") or -1)
+            self.history.send(key, queue, Outcome.OK, offset, broker=addr)
             self._ok_count += 1
+            self._ok_times.append(time.monotonic())
             return True
         outcome = Outcome.UNKNOWN if resp.code in UNKNOWN_CODES else Outcome.FAILED
         self.history.send(key, queue, outcome)
@@ -522,9 +564,16 @@ class ChaosRun:
         else:
             victims = (await self._other_fault(fault, master),)
         await self.wait_recovered()
-        result = RoundResult(fault, victims, failover, time.monotonic() - began)
+        result = RoundResult(fault, victims, failover, time.monotonic() - began, self.outage(began))
         self.report.rounds.append(result)
         return result
+
+    def outage(self, began: float) -> float:
+        """The longest stretch without a SEND_OK from ``began`` to the latest SEND_OK."""
+        times = [t for t in self._ok_times if t >= began]
+        if not times:
+            return time.monotonic() - began
+        return max(b - a for a, b in zip([began, *times], times, strict=False))
 
     # -- the whole run -------------------------------------------------------------------
 
@@ -546,6 +595,13 @@ class ChaosRun:
     async def run(self, rounds: int, faults: list[Fault] | None = None) -> ChaosReport:
         """``rounds`` fault rounds under load (``faults`` in turn, else random ones), then the
         checks; the report holds every violation."""
+        return await self.campaign(rounds, lambda i: self.run_round(self._pick(faults, i)))
+
+    async def campaign(
+        self, rounds: int, play: Callable[[int], Awaitable[RoundResult]]
+    ) -> ChaosReport:
+        """Start the producers, ``play`` rounds ``0..rounds-1``, stop the producers, read every
+        queue back and judge the history."""
         await asyncio.wait_for(self._wait_members(), RECOVERY_TIMEOUT_S)
         await self._create_topic()
         producers = [
@@ -555,7 +611,7 @@ class ChaosRun:
         try:
             await self.wait_recovered()
             for i in range(rounds):
-                result = await self.run_round(self._pick(faults, i))
+                result = await play(i)
                 print(f"round {i + 1}/{rounds}: {result.line()}", flush=True)
         finally:
             self._stop_producers.set()
@@ -565,7 +621,7 @@ class ChaosRun:
         assert master is not None
         await self.consume_all(self.broker_addr[master])
         self.report.summary = self.history.summary()
-        self.report.violations = self.history.check()
+        self.report.violations += self.history.check()
         self.report.violations += await self._compare_commit_logs(master)
         self.report.truncations = sum(_truncations(d.output()) for d in self._every_broker)
         return self.report

@@ -11,7 +11,9 @@ consumer read them. :meth:`History.check` returns the violations:
 * duplicate: a key stored at more positions than it had attempts (only retries and sends with an
   unknown or failed outcome may leave extra copies; one attempt writes at most once);
 * order: within one queue the consumed offsets are not strictly increasing, or a key consumed in
-  a queue it was never sent to.
+  a queue it was never sent to;
+* split-brain: two keys acknowledged at the same (queue, offset): two masters acknowledged
+  writes of one epoch (one of the two keys is lost as well).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class SendRecord:
     queue_id: int
     outcome: Outcome
     queue_offset: int | None = None  # the broker's answer, OK only
+    broker: str = ""  # the address that answered, OK only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,13 +78,24 @@ class History:
     consumed: list[ConsumeRecord] = field(default_factory=list)
 
     def send(
-        self, key: str, queue_id: int, outcome: Outcome, queue_offset: int | None = None
+        self,
+        key: str,
+        queue_id: int,
+        outcome: Outcome,
+        queue_offset: int | None = None,
+        broker: str = "",
     ) -> None:
         """Record one send attempt."""
         if outcome is Outcome.OK and queue_offset is None:
             raise ValueError(f"SEND_OK of {key} without a queue offset")
         self.sends.append(
-            SendRecord(key=key, queue_id=queue_id, outcome=outcome, queue_offset=queue_offset)
+            SendRecord(
+                key=key,
+                queue_id=queue_id,
+                outcome=outcome,
+                queue_offset=queue_offset,
+                broker=broker,
+            )
         )
 
     def consume(self, key: str, queue_id: int, queue_offset: int) -> None:
@@ -102,7 +116,29 @@ class History:
     def check(self) -> list[Violation]:
         """Every violation of the guarantees in the module docstring; empty when the run is
         correct."""
-        return [*self._check_acked(), *self._check_sent(), *self._check_order()]
+        return [
+            *self._check_split_brain(),
+            *self._check_acked(),
+            *self._check_sent(),
+            *self._check_order(),
+        ]
+
+    def _check_split_brain(self) -> list[Violation]:
+        first: dict[tuple[int, int], SendRecord] = {}
+        out = []
+        for s in self.sends:
+            if s.outcome is not Outcome.OK or s.queue_offset is None:
+                continue
+            before = first.setdefault((s.queue_id, s.queue_offset), s)
+            if before.key != s.key:
+                out.append(
+                    Violation(
+                        "split-brain",
+                        f"{before.key} (by {before.broker or '?'}) and {s.key} (by "
+                        f"{s.broker or '?'}) both acked at {s.queue_id}/{s.queue_offset}",
+                    )
+                )
+        return out
 
     def _check_acked(self) -> list[Violation]:
         at = {(c.queue_id, c.queue_offset): c.key for c in self.consumed}

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,9 @@ def bin_env(log_dir: Path) -> dict[str, str]:
 class Daemon:
     """A started ``bin/`` daemon."""
 
-    def __init__(self, argv: list[str], log_dir: Path) -> None:
+    def __init__(self, argv: list[str], log_dir: Path, wrap: Sequence[str] = ()) -> None:
+        """``wrap``: an argv prefix the command runs under (``ip netns exec <ns>``: it execs the
+        command, so the PID is the daemon's)."""
         self.argv = argv
         self.lines: list[str] = []
         self._lock = threading.Lock()
@@ -50,7 +53,7 @@ class Daemon:
         self.stderr_path = log_dir / f"{Path(argv[0]).name}-{id(self)}.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            argv,
+            [*wrap, *argv],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             stdin=subprocess.DEVNULL,
@@ -109,15 +112,18 @@ class Daemon:
         return self.proc.returncode
 
 
-def start_namesrv(tmp: Path, extra: str = "") -> tuple[Daemon, str]:
-    """Start ``bin/mqnamesrv`` on a free loopback port; return it and its address."""
+def start_namesrv(
+    tmp: Path, extra: str = "", *, host: str = "127.0.0.1", wrap: Sequence[str] = ()
+) -> tuple[Daemon, str]:
+    """Start ``bin/mqnamesrv`` on a free port of ``host`` (under ``wrap``); return it and its
+    address."""
     conf = tmp / "namesrv.conf"
     conf.write_text(
-        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={tmp / 'kv' / 'kvConfig.json'}\n"
+        f"listenPort=0\nbindAddress={host}\nkvConfigPath={tmp / 'kv' / 'kvConfig.json'}\n"
         f"configStorePath={tmp / 'kv' / 'namesrv.properties'}\n{extra}",
         encoding="utf-8",
     )
-    daemon = Daemon([str(BIN / "mqnamesrv"), "-c", str(conf)], tmp / "logs")
+    daemon = Daemon([str(BIN / "mqnamesrv"), "-c", str(conf)], tmp / "logs", wrap)
     match = daemon.wait_for(NAMESRV_BOOT)
     return daemon, match.group(1)
 
@@ -131,24 +137,26 @@ def start_broker(
     extra: str = "",
     tag: str | None = None,
     boot: re.Pattern[str] = BROKER_BOOT,
+    host: str = "127.0.0.1",
+    wrap: Sequence[str] = (),
 ) -> tuple[Daemon, str]:
     """Start ``bin/mqbroker -n <namesrv>`` on a free loopback port with tiny store files; return
     it and its ``ip:port``. ``tag`` tells apart brokers of one name (a master and its slaves):
     it names the config file, the default store and the log directory (``logs-<tag>``). ``boot``:
     the line to wait for (:data:`BROKER_UP` also accepts a controller-mode broker that waits for
-    its role)."""
+    its role). ``host``: the address it binds and advertises; ``wrap``: see :class:`Daemon`."""
     label = tag or name
     conf = tmp / f"{label}.conf"
     root = store or tmp / label / "store"
     conf.write_text(
-        f"brokerName={name}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
+        f"brokerName={name}\nbrokerIP1={host}\nbindAddress={host}\nlistenPort=0\n"
         f"storePathRootDir={root}\nmappedFileSizeCommitLog=65536\n"
         f"mappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
         f"registerNameServerPeriod=1000\n{extra}",
         encoding="utf-8",
     )
     logs = tmp / "logs" if tag is None else tmp / f"logs-{tag}"
-    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], logs)
+    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], logs, wrap)
     match = daemon.wait_for(boot)
     return daemon, match.group(2)
 
@@ -188,10 +196,20 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
-def write_controller_confs(tmp: Path, count: int = 3, extra: str = "") -> list[Path]:
-    """Config files of a ``count``-member controller group with short test timings."""
-    ports = _free_ports(count)
-    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+#: The controller port of a member that has a host (a network namespace) to itself.
+CONTROLLER_PORT = 9878
+
+
+def write_controller_confs(
+    tmp: Path, count: int = 3, extra: str = "", hosts: Sequence[str] | None = None
+) -> list[Path]:
+    """Config files of a ``count``-member controller group with short test timings; ``hosts``:
+    one address per member, each a host of its own (port :data:`CONTROLLER_PORT`), instead of
+    free loopback ports."""
+    if hosts is None:
+        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(_free_ports(count)))
+    else:
+        peers = ";".join(f"n{i}-{h}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
     confs = []
     for i in range(count):
         conf = tmp / f"controller-n{i}.conf"
@@ -208,23 +226,28 @@ def write_controller_confs(tmp: Path, count: int = 3, extra: str = "") -> list[P
     return confs
 
 
-def start_controller(conf: Path, tmp: Path) -> tuple[Daemon, str]:
+def start_controller(conf: Path, tmp: Path, wrap: Sequence[str] = ()) -> tuple[Daemon, str]:
     """Start ``bin/mqcontroller -c conf``; return it and the address it serves on."""
-    daemon = Daemon([str(BIN / "mqcontroller"), "-c", str(conf)], tmp / "logs")
+    daemon = Daemon([str(BIN / "mqcontroller"), "-c", str(conf)], tmp / "logs", wrap)
     match = daemon.wait_for(CONTROLLER_BOOT)
     return daemon, match.group(1)
 
 
 def start_controllers(
-    tmp: Path, count: int = 3, extra: str = ""
+    tmp: Path,
+    count: int = 3,
+    extra: str = "",
+    hosts: Sequence[str] | None = None,
+    wraps: Sequence[Sequence[str]] | None = None,
 ) -> tuple[list[Daemon], list[str], list[Path]]:
-    """Start a controller group as real processes; return daemons, addresses and configs."""
-    confs = write_controller_confs(tmp, count, extra)
+    """Start a controller group as real processes; return daemons, addresses and configs.
+    ``hosts`` and ``wraps``: each member's address and argv prefix (a network namespace)."""
+    confs = write_controller_confs(tmp, count, extra, hosts)
     daemons: list[Daemon] = []
     addrs: list[str] = []
     try:
-        for conf in confs:
-            daemon, addr = start_controller(conf, tmp)
+        for i, conf in enumerate(confs):
+            daemon, addr = start_controller(conf, tmp, wraps[i] if wraps else ())
             daemons.append(daemon)
             addrs.append(addr)
     except BaseException:

@@ -1,0 +1,208 @@
+"""Hosts in Linux network namespaces whose links can fail (issue 25, item 5: partitions).
+
+:class:`NetLab` makes one network namespace per named host, each with a veth pair onto one
+bridge in the test's own namespace; the test process itself is the host :data:`CLIENT` (the
+bridge's address). Daemons run in a host with ``ip netns exec`` (:meth:`NetLab.wrap`), bind
+that host's address and may use fixed ports: every host has its own port space.
+
+Links fail, processes do not: :meth:`NetLab.block` drops, on the sender's device, every packet
+one host sends to another (an HTB class whose bfifo holds one byte, selected by a u32 filter on
+the destination address), so established TCP connections stall and new ones time out exactly as
+across a cut cable. ``tc``'s drop and police actions and netem need kernel modules many
+containers lack; HTB, bfifo and u32 are built in almost everywhere.
+
+Needs root and ``ip``/``tc``: :func:`unavailable` says why not, for ``pytest.skip``. Everything
+made is named after the test's PID, removed by :meth:`NetLab.close`, and leftovers of dead test
+processes are removed by the next :meth:`NetLab.create`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterable
+
+CLIENT = "client"
+_DEV = "eth0"  # every namespace's end of its veth pair
+_TIMEOUT_S = 10.0
+_OWN = re.compile(r"^rpy(\d+)-")
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def unavailable() -> str | None:
+    """Why network namespaces cannot be used here, or None when they can."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"{tool} (iproute2) is not installed"
+    probe = f"rpy{os.getpid()}-probe"
+    try:
+        _run(["ip", "netns", "add", probe])
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot create a network namespace: {e}"
+    try:
+        _run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "handle",
+              "1:", "htb", "default", "1"])  # fmt: skip
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        return f"tc cannot install an HTB qdisc: {e}"
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers() -> None:
+    """Delete namespaces and bridges that test processes no longer running left behind."""
+    listed = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, timeout=_TIMEOUT_S, check=False
+    ).stdout
+    dead: set[int] = set()
+    for line in listed.splitlines():
+        name = line.split()[0] if line.split() else ""
+        match = _OWN.match(name)
+        if match and not _alive(int(match.group(1))):
+            dead.add(int(match.group(1)))
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    for pid in dead:
+        subprocess.run(["ip", "link", "del", f"rpb{pid}"], capture_output=True, check=False)
+
+
+class NetLab:
+    """A bridge, one namespace per host, and the links cut between them."""
+
+    def __init__(self, hosts: Iterable[str]) -> None:
+        self.pid = os.getpid()
+        self.hosts = [h for h in hosts if h != CLIENT]
+        self.bridge = f"rpb{self.pid}"
+        # 10.231.<n>.0/24: one subnet per test process, the bridge (the client) at .1
+        self._prefix = f"10.231.{self.pid % 250 + 1}"
+        self.ip = {CLIENT: f"{self._prefix}.1"}
+        self.ip.update({h: f"{self._prefix}.{i + 10}" for i, h in enumerate(self.hosts)})
+        self._blocked: dict[str, set[str]] = defaultdict(set)
+        self._made: list[str] = []
+
+    def netns(self, host: str) -> str:
+        """The namespace name of ``host``."""
+        return f"rpy{self.pid}-{host}"
+
+    def create(self) -> None:
+        """Make the bridge and every host; on failure undo what was made."""
+        remove_leftovers()
+        try:
+            _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+            self._made.append("bridge")
+            _run(["ip", "addr", "add", f"{self.ip[CLIENT]}/24", "dev", self.bridge])
+            _run(["ip", "link", "set", self.bridge, "up"])
+            self._shaper(CLIENT)
+            for i, host in enumerate(self.hosts):
+                ns, veth = self.netns(host), f"rpv{self.pid}x{i}"
+                _run(["ip", "netns", "add", ns])
+                self._made.append(ns)
+                _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", _DEV, "netns", ns])
+                _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
+                self._in(host, ["ip", "addr", "add", f"{self.ip[host]}/24", "dev", _DEV])
+                self._in(host, ["ip", "link", "set", _DEV, "up"])
+                self._in(host, ["ip", "link", "set", "lo", "up"])
+                self._shaper(host)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Remove every namespace and the bridge (veth pairs go with their namespaces)."""
+        for name in reversed(self._made):
+            argv = (
+                ["ip", "link", "del", self.bridge]
+                if name == "bridge"
+                else ["ip", "netns", "del", name]
+            )
+            subprocess.run(argv, capture_output=True, check=False, timeout=_TIMEOUT_S)
+        self._made.clear()
+
+    def wrap(self, host: str) -> list[str]:
+        """The argv prefix that runs a command in ``host`` (nothing for the client)."""
+        return [] if host == CLIENT else ["ip", "netns", "exec", self.netns(host)]
+
+    def _in(self, host: str, argv: list[str]) -> None:
+        _run([*self.wrap(host), *argv])
+
+    def _device(self, host: str) -> str:
+        return self.bridge if host == CLIENT else _DEV
+
+    def _shaper(self, host: str) -> None:
+        """HTB on the host's device: class 1:1 passes everything, class 1:2 (a one-byte bfifo)
+        drops every packet a filter sends it."""
+        dev = self._device(host)
+        tc = ["tc"]
+        self._in(host, [*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",
+                        "default", "1"])  # fmt: skip
+        self._in(host, [*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1",
+                        "htb", "rate", "100gbit", "quantum", "60000"])  # fmt: skip
+        self._in(host, [*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:2",
+                        "htb", "rate", "8bit", "quantum", "1514"])  # fmt: skip
+        self._in(host, [*tc, "qdisc", "add", "dev", dev, "parent", "1:2", "handle", "20:",
+                        "bfifo", "limit", "1"])  # fmt: skip
+
+    def _apply(self, host: str) -> None:
+        dev = self._device(host)
+        subprocess.run(
+            [*self.wrap(host), "tc", "filter", "del", "dev", dev, "parent", "1:"],
+            capture_output=True,
+            check=False,
+            timeout=_TIMEOUT_S,
+        )
+        for dst in sorted(self._blocked[host]):
+            self._in(host, ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                            "prio", "1", "u32", "match", "ip", "dst", f"{self.ip[dst]}/32",
+                            "flowid", "1:2"])  # fmt: skip
+
+    def block(self, src: str, dst: str) -> None:
+        """Drop every packet ``src`` sends to ``dst`` (one way)."""
+        self._blocked[src].add(dst)
+        self._apply(src)
+
+    def cut(self, a: str, b: str) -> None:
+        """Drop every packet between ``a`` and ``b`` (both ways)."""
+        self.block(a, b)
+        self.block(b, a)
+
+    def partition(self, side: Iterable[str], other: Iterable[str]) -> None:
+        """Cut every link between a host of ``side`` and a host of ``other``."""
+        others = list(other)
+        for a in side:
+            for b in others:
+                self.cut(a, b)
+
+    def isolate(self, host: str, keep: Iterable[str] = ()) -> None:
+        """Cut ``host`` from every other host except those in ``keep``."""
+        kept = set(keep)
+        self.partition([host], [h for h in [CLIENT, *self.hosts] if h != host and h not in kept])
+
+    def heal(self) -> None:
+        """Restore every link."""
+        cut = [h for h, dsts in self._blocked.items() if dsts]
+        self._blocked.clear()
+        for host in cut:
+            self._apply(host)
+
+    def blocked(self) -> dict[str, set[str]]:
+        """The links cut now: host -> the hosts its packets to are dropped."""
+        return {h: set(d) for h, d in self._blocked.items() if d}

@@ -1,0 +1,212 @@
+"""Network partitions against a controller-mode broker-set (issue 25, item 5; scenarios F-01,
+F-04, F-05 of acceptance-scenarios.md).
+
+:class:`PartitionRun` is the chaos run of tests/helpers/chaos_cluster.py with every daemon in a
+host of its own (tests/helpers/netlab.py): the NameServer ``ns``, controllers ``n0``-``n2``,
+brokers ``b1``-``b3``; the producers, the final reader and the observer are the client host.
+Each round cuts links (:class:`Cut`), holds the cut for a while (until a failover where one is
+expected, or a seeded time), heals, and waits for the recovery of every chaos round. The history
+checker judges the run as usual; two more checks are specific to partitions:
+
+* a minority never changes state: a controller cut off from the other two is asked for broker-a's
+  state all through the cut (the client can still reach it); any answer that differs from its
+  first one is a ``minority`` violation;
+* a cut that leaves the master in touch with a majority of the controllers and with its slaves
+  (the client cut from the master, a slave cut off) must not elect anybody: a new master epoch is
+  a ``flap`` violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from enum import StrEnum
+from pathlib import Path
+
+from rocketpy.common.errors import RemotingError
+from tests.helpers.chaos_cluster import (
+    ALL,
+    FAILOVER_TIMEOUT_S,
+    ChaosReport,
+    ChaosRun,
+    Fault,
+    RoundResult,
+)
+from tests.helpers.controller_mode import controller_leader, sync_state
+from tests.helpers.history import Violation
+from tests.helpers.netlab import CLIENT, NetLab
+
+HOSTS = ("ns", "n0", "n1", "n2", "b1", "b2", "b3")
+CONTROLLERS = ("n0", "n1", "n2")
+
+
+class Cut(StrEnum):
+    """One kind of partition a round makes."""
+
+    # The master loses the controllers but keeps its slaves, the NameServer and the clients.
+    MASTER_FROM_CONTROLLERS = "cut-master-from-controllers"
+    # A slave loses everybody.
+    SLAVE_OFF = "cut-slave-off"
+    # The controller leader loses the other controllers and every broker (the client still
+    # reaches it: it is asked for its state all along).
+    CONTROLLER_LEADER_OFF = "cut-controller-leader-off"
+    # The client loses the master only.
+    CLIENT_FROM_MASTER = "cut-client-from-master"
+    # F-01: {master, controller leader} | {the other controllers, both slaves}.
+    MINORITY_MASTER = "cut-master+leader-from-majority"
+    # F-04: {master, one slave} | {controllers, the other slave}.
+    MASTER_WITH_SLAVE = "cut-master+slave-from-controllers+slave"
+    # F-05: only the link between the master and the controller leader.
+    MASTER_LEADER_LINK = "cut-master-leader-link"
+
+
+#: Cuts after which the controllers must elect another master.
+FAILOVER_CUTS = frozenset({Cut.MINORITY_MASTER, Cut.MASTER_WITH_SLAVE})
+#: Cuts after which nobody may be elected.
+STEADY_CUTS = frozenset({Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF})
+
+
+class PartitionRun(ChaosRun):
+    """A chaos run whose rounds cut links (or, with ``faults``, also kill and pause)."""
+
+    def __init__(self, tmp: Path, seed: int, net: NetLab) -> None:
+        super().__init__(tmp, seed, net=net)
+        self.lab = net
+        self._minority: set[int] = set()  # controller indexes cut from the other two
+
+    def _live_controllers(self) -> list[str]:
+        # A controller on the minority side is stale (or unreachable): ask the majority.
+        live = super()._live_controllers()
+        cut = {self.controller_addrs[i] for i in self._minority}
+        return [a for a in live if a not in cut]
+
+    async def run_mixed(self, rounds: int, kinds: list[Cut | Fault] | None) -> ChaosReport:
+        """``rounds`` rounds of ``kinds`` in turn (else random cuts, kills and pauses), then
+        the checks of every chaos run."""
+        every: list[Cut | Fault] = [*Cut, *Fault]
+
+        async def play(i: int) -> RoundResult:
+            kind = kinds[i % len(kinds)] if kinds else self.rng.choice(every)
+            if isinstance(kind, Cut):
+                return await self.run_cut(kind)
+            return await self.run_round(kind)
+
+        return await self.campaign(rounds, play)
+
+    async def _leader(self) -> int:
+        return await self._leader_index()
+
+    async def _watch_minority(self, index: int, stop: asyncio.Event) -> int:
+        """Ask controller ``index`` (cut from the other two) for broker-a's state until
+        ``stop``; record a violation if what it answers ever changes. Returns how many times
+        it answered (it answers while it still takes itself for the leader)."""
+        addr = self.controller_addrs[index]
+        first: object = None
+        answers = 0
+        while not stop.is_set():
+            with contextlib.suppress(RemotingError, TimeoutError):
+                async with asyncio.timeout(2):
+                    state = await sync_state([addr])
+                answers += 1
+                if first is None:
+                    first = state
+                elif state != first:
+                    self.report.violations.append(
+                        Violation("minority", f"cut-off controller n{index}: {first} -> {state}")
+                    )
+                    break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await stop.wait()
+        return answers
+
+    async def _wait_new_leader(self, old: int, limit_s: float) -> None:
+        """Until the majority names a leader other than controller ``old`` (or ``limit_s``)."""
+        others = [a for i, a in enumerate(self.controller_addrs) if i != old]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit_s):
+                while True:
+                    leader = await controller_leader(others)
+                    if leader is not None and leader != self.controller_addrs[old]:
+                        return
+                    await asyncio.sleep(0.1)
+
+    def _cut(self, cut: Cut, master: int, slave: int, leader: int) -> tuple[str, ...]:
+        """Make the cut; return the hosts it separates from the rest (for the log)."""
+        m, s, n = f"b{master}", f"b{slave}", f"n{leader}"
+        others = [f"b{b}" for b in sorted(ALL - {master})]
+        if cut is Cut.MASTER_FROM_CONTROLLERS:
+            self.lab.partition([m], CONTROLLERS)
+            return (m,)
+        if cut is Cut.SLAVE_OFF:
+            self.lab.isolate(s)
+            return (s,)
+        if cut is Cut.CONTROLLER_LEADER_OFF:
+            self._minority = {leader}
+            self.lab.isolate(n, keep=[CLIENT])
+            return (n,)
+        if cut is Cut.CLIENT_FROM_MASTER:
+            self.lab.cut(CLIENT, m)
+            return (CLIENT, m)
+        if cut is Cut.MINORITY_MASTER:
+            self._minority = {leader}
+            rest = [c for c in CONTROLLERS if c != n]
+            self.lab.partition([m, n], [*rest, *others])
+            return (m, n)
+        if cut is Cut.MASTER_WITH_SLAVE:
+            rest = [b for b in others if b != s]
+            self.lab.partition([m, s], [*CONTROLLERS, *rest])
+            return (m, s)
+        self.lab.cut(m, n)  # MASTER_LEADER_LINK
+        return (m, n)
+
+    async def run_cut(self, cut: Cut) -> RoundResult:
+        """Make ``cut``, hold it, heal it, and wait until the cluster has recovered."""
+        master, epoch, _ = await self._state()
+        assert master is not None
+        slave = self.rng.choice(sorted(ALL - {master}))
+        leader = await self._leader()
+        began = time.monotonic()
+        victims = self._cut(cut, master, slave, leader)
+        stop = asyncio.Event()
+        watchers = [
+            asyncio.create_task(self._watch_minority(i, stop), name=f"watch-n{i}")
+            for i in sorted(self._minority)
+        ]
+        failover: float | None = None
+        answers: list[int] = []
+        try:
+            if cut in FAILOVER_CUTS or cut in (Cut.MASTER_FROM_CONTROLLERS, Cut.MASTER_LEADER_LINK):
+                # Held until another master is elected (required for FAILOVER_CUTS, allowed
+                # for the others) or the failover deadline, then a little longer.
+                failover = await self._wait_failover(master, epoch, began)
+                if failover is None and cut in FAILOVER_CUTS:
+                    self.report.violations.append(
+                        Violation("no-failover", f"{cut}: nobody elected in {FAILOVER_TIMEOUT_S}s")
+                    )
+            elif cut is Cut.CONTROLLER_LEADER_OFF:
+                await self._wait_new_leader(leader, FAILOVER_TIMEOUT_S)
+            await self._hold(1.0, 4.0)
+            if cut in STEADY_CUTS:
+                now_master, now_epoch, _ = await self._state()
+                if now_epoch != epoch:
+                    self.report.violations.append(
+                        Violation(
+                            "flap",
+                            f"{cut}: master b{master} epoch {epoch} -> b{now_master} "
+                            f"epoch {now_epoch}",
+                        )
+                    )
+        finally:
+            stop.set()
+            answers = list(await asyncio.gather(*watchers))
+            self.lab.heal()
+            self._minority = set()
+        await self.wait_recovered()
+        note = f"cut-off controller answered {answers[0]} times" if answers else ""
+        result = RoundResult(
+            cut, victims, failover, time.monotonic() - began, self.outage(began), note
+        )
+        self.report.rounds.append(result)
+        return result
