@@ -8,19 +8,18 @@ the slave acts (read-only brokerId 0), serves the consumer and escapes a send-ba
 delayed message to broker-b; the returning master takes over without moving consumer offsets
 back; afterwards every SEND_OK is read at its queue offset, nothing unsent is read, copies come
 only from retries, queues read in order, and the slave's CommitLog equals the master's. The fast
-test runs the named scenarios; ``-m chaos`` runs CHAOS_ROUNDS (default 20) random rounds from
-CHAOS_SEED (default: a fresh seed, printed).
+test runs the named scenarios; ``-m chaos`` runs CLASSIC_CHUNKS chunks of CHAOS_ROUNDS random rounds
+(tests/helpers/campaign.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
 from tests.helpers.classic_chaos import ClassicChaosRun, ClassicReport, Fault
 
 
@@ -67,15 +66,17 @@ def test_classic_chaos_named_scenarios(tmp_path: Path) -> None:
 
 
 @pytest.mark.chaos
-def test_classic_chaos_random_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("chunk", chunks("CLASSIC_CHUNKS", 3))
+def test_classic_chaos_random_rounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunk: int
+) -> None:
     """1. Start the deployment of the named-scenarios test with its producers and consumer.
-    2. Run CHAOS_ROUNDS (default 20) rounds; each SIGKILLs, SIGSTOPs/SIGCONTs or restarts
-    broker-a's master, its slave or broker-b, chosen by a seeded RNG (CHAOS_SEED, printed).
+    2. Run CHAOS_ROUNDS (default 100) rounds; each SIGKILLs, SIGSTOPs/SIGCONTs or restarts
+    broker-a's master, its slave or broker-b, chosen by a seeded RNG (tests/helpers/campaign.py:
+    the chunk's seed is printed).
     Expected: the checks of the named-scenarios test after every round and at the end; the
     summary lists rounds, faults by kind, sends ok/failed/unknown, answers by code, acting and
     takeover times."""
-    rounds = int(os.environ.get("CHAOS_ROUNDS", "20"))
-    seed = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(1 << 31))))
     with capsys.disabled():  # `make test-chaos` shows the rounds and the summary as they come
-        print(f"\nclassic chaos seed={seed} rounds={rounds}")
-        _run(tmp_path, seed, rounds, None)
+        print(banner("classic", chunk))
+        _run(tmp_path, chunk_seed(chunk), rounds_per_chunk(), None)

@@ -4,19 +4,19 @@ Producers send with ``allAckInSyncStateSet=true`` while faults hit the broker-se
 controller group (tests/helpers/chaos_cluster.py); afterwards every SEND_OK is read back at
 its queue offset, nothing is read that was never sent, copies come only from retries, each
 queue reads in order, and the three CommitLogs are byte-identical. The fast test runs the three
-scenarios the issue names; ``-m chaos`` runs CHAOS_ROUNDS (default 50) random rounds from
-CHAOS_SEED (default: a fresh seed, printed).
+scenarios the issue names; ``-m chaos`` runs CONTROLLER_CHUNKS chunks of CHAOS_ROUNDS random
+rounds (tests/helpers/campaign.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
 from tests.helpers.chaos_cluster import ChaosReport, ChaosRun, Fault
 
 
@@ -60,18 +60,19 @@ def test_controller_chaos_named_scenarios(tmp_path: Path) -> None:
 
 
 @pytest.mark.chaos
-def test_controller_chaos_random_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("chunk", chunks("CONTROLLER_CHUNKS", 4))
+def test_controller_chaos_random_rounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunk: int
+) -> None:
     """1. Start the cluster of the named-scenarios test with its producers.
-    2. Run CHAOS_ROUNDS (default 50) rounds; each SIGKILLs, SIGSTOPs/SIGCONTs or restarts the
+    2. Run CHAOS_ROUNDS (default 100) rounds; each SIGKILLs, SIGSTOPs/SIGCONTs or restarts the
     master, a slave, the controller leader, a follower, or the master with the leader, chosen
-    by a seeded RNG (CHAOS_SEED, printed).
+    by a seeded RNG (tests/helpers/campaign.py: the chunk's seed is printed).
     Expected: the same checks as the named-scenarios test; the summary lists rounds, faults by
     kind, sends ok/failed/unknown and failover times."""
-    rounds = int(os.environ.get("CHAOS_ROUNDS", "50"))
-    seed = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(1 << 31))))
     with capsys.disabled():  # `make test-chaos` shows the rounds and the summary as they come
-        print(f"\nchaos seed={seed} rounds={rounds}")
-        _run(tmp_path, seed, rounds, None)
+        print(banner("controller", chunk))
+        _run(tmp_path, chunk_seed(chunk), rounds_per_chunk(), None)
 
 
 #: Upstream's segment sizes: 1 GiB CommitLog, 6 MB ConsumeQueue (the other tests use tiny ones).

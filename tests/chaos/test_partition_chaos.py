@@ -13,13 +13,12 @@ Needs root and iproute2 (``ip netns``, ``tc``): skipped with the reason elsewher
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
 from tests.helpers.chaos_cluster import ChaosReport, Fault
 from tests.helpers.netlab import NetLab, unavailable
 from tests.helpers.partition_chaos import HOSTS, Cut, PartitionRun
@@ -79,15 +78,15 @@ def test_partition_named_scenarios(tmp_path: Path, lab: NetLab) -> None:
 
 
 @pytest.mark.chaos
+@pytest.mark.parametrize("chunk", chunks("PARTITION_CHUNKS", 3))
 def test_partition_random_rounds(
-    tmp_path: Path, lab: NetLab, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, lab: NetLab, capsys: pytest.CaptureFixture[str], chunk: int
 ) -> None:
     """1. Start the cluster of the named-scenarios test with its producers.
-    2. PARTITION_ROUNDS (default 40) rounds, each a cut of the named-scenarios test or a kill,
-    pause or restart of the controller chaos test, chosen by a seeded RNG (CHAOS_SEED, printed).
+    2. CHAOS_ROUNDS (default 100) rounds, each a cut of the named-scenarios test or a kill,
+    pause or restart of the controller chaos test, chosen by a seeded RNG
+    (tests/helpers/campaign.py: the chunk's seed is printed).
     Expected: the checks of the named-scenarios test after every round and at the end."""
-    rounds = int(os.environ.get("PARTITION_ROUNDS", "40"))
-    seed = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(1 << 31))))
     with capsys.disabled():
-        print(f"\npartition chaos seed={seed} rounds={rounds}")
-        _run(tmp_path, lab, seed, rounds, None)
+        print(banner("partition", chunk))
+        _run(tmp_path, lab, chunk_seed(chunk), rounds_per_chunk(), None)
