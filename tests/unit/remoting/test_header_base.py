@@ -43,3 +43,18 @@ def test_header_bad_number_names_field() -> None:
     """A non-numeric int field raises CodecError naming the field."""
     with pytest.raises(CodecError, match="field=brokerId"):
         from_ext(_Header, {"topic": "T", "queueId": "1", "brokerId": "x"})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("queueId", str(2**63)), ("queueId", str(-(2**63) - 1)), ("brokerId", str(2**64))],
+)
+def test_header_int_beyond_java_long_names_field(field: str, value: str) -> None:
+    """An int field beyond Java's long is refused as Long.parseLong refuses it (the fuzz
+    campaign sent appliedBrokerId=2**64 to a controller, whose msgpack event encoder then
+    failed with a traceback); the long's own bounds still decode."""
+    ext = {"topic": "T", "queueId": "1", field: value}
+    with pytest.raises(CodecError, match=f"field={field}"):
+        from_ext(_Header, ext)
+    edges = {"topic": "T", "queueId": str(-(2**63)), "brokerId": str(2**63 - 1)}
+    assert from_ext(_Header, edges) == _Header(topic="T", queue_id=-(2**63), broker_id=2**63 - 1)

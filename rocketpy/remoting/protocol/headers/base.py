@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, Union, cast
 
 from rocketpy.common.errors import CodecError
+from rocketpy.common.types import JAVA_LONG_MAX, JAVA_LONG_MIN
 
 _MISSING: Final = dataclasses.MISSING
 T = TypeVar("T")
@@ -51,7 +52,10 @@ def _parse_bool(text: str) -> bool:
 
 
 def _parse_int(text: str) -> int:
-    return int(text.strip())
+    value = int(text.strip())
+    if not JAVA_LONG_MIN <= value <= JAVA_LONG_MAX:
+        raise ValueError(f"{value} is beyond Java's long")
+    return value
 
 
 def _parse_float(text: str) -> float:
@@ -149,8 +153,10 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
     send path decodes a header per message, and the generic loop cost more than the send.
 
     Integers convert inline with ``int(raw)`` (which ignores surrounding whitespace exactly as
-    ``_parse_int``'s ``strip`` does), booleans inline as ``_parse_bool``; absent optional fields
-    take the dataclass default, so the class is built with one keyword call.
+    ``_parse_int``'s ``strip`` does) and must fit Java's long, as ``Long.parseLong`` demands:
+    an id of 2**64 once reached the controller's msgpack event encoder and failed there with a
+    traceback. Booleans convert inline as ``_parse_bool``; absent optional fields take the
+    dataclass default, so the class is built with one keyword call.
     """
     specs = _specs(cls)
     if keys is not None and len(keys) != len(specs):
@@ -160,6 +166,8 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
         "cls": cls,
         "Missing": MissingHeaderField,
         "CodecError": CodecError,
+        "LO": JAVA_LONG_MIN,
+        "HI": JAVA_LONG_MAX,
     }
     lines = ["def decode(fields):", "    get = fields.get"]
     args: list[str] = []
@@ -186,6 +194,11 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
             lines += [
                 f"{indent}try:",
                 f"{indent}    v{i} = {convert}",
+                *(
+                    [f"{indent}    if not LO <= v{i} <= HI: raise ValueError(v{i})"]
+                    if parser is _parse_int
+                    else []
+                ),
                 f"{indent}except ValueError as e:",
                 f"{indent}    raise CodecError(",
                 f"{indent}        f'bad value {{v{i}!r}} for header field', field={key!r}",
