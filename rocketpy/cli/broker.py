@@ -17,7 +17,14 @@ import sys
 
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.service import BrokerService
-from rocketpy.cli.common import boot, daemon_parser, load_settings, print_config, start_logging
+from rocketpy.cli.common import (
+    boot,
+    daemon_parser,
+    load_settings,
+    print_config,
+    refuse_unknown,
+    start_logging,
+)
 from rocketpy.common.aio import run, serve_until_signalled
 from rocketpy.ha.config import HAConfig
 from rocketpy.store.config import MessageStoreConfig
@@ -70,16 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqbroker`` and ``python -m rocketpy.cli.broker``."""
     args = daemon_parser("mqbroker", __doc__ or "").parse_args(argv)
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else None
-    config, unknown_broker = load_settings(BrokerConfig, args, overrides)
-    store_config, unknown_store = load_settings(MessageStoreConfig, args)
-    ha_config, unknown_ha = load_settings(HAConfig, args)
+    refuse_unknown(args, BrokerConfig, MessageStoreConfig, HAConfig)
+    config, _ = load_settings(BrokerConfig, args, overrides)
+    store_config, _ = load_settings(MessageStoreConfig, args)
+    ha_config, _ = load_settings(HAConfig, args)
     ha_config = resolve_ha_config(ha_config, config)
     if args.print_config:
         print_config(config)
         print_config(store_config)
         print_config(ha_config)
         return 0
-    start_logging("broker", sorted(set(unknown_broker) & set(unknown_store) & set(unknown_ha)))
+    start_logging("broker")
     return run(_serve(config, store_config, ha_config))
 
 

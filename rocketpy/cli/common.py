@@ -2,23 +2,24 @@
 
 Owns: ``-c`` (a .properties file), ``-p`` (print the effective config and exit 0), ``-n``
 (``namesrvAddr``), turning a :class:`ConfigError` into one line on stderr and exit status 2, the log
-directory (``ROCKETPY_LOG_DIR`` or ``~/logs/rocketmqlogs``), and warning about unknown keys. The
-daemon modules (``cli/namesrv.py``, ...) add their own service and boot line.
+directory (``ROCKETPY_LOG_DIR`` or ``~/logs/rocketmqlogs``), and refusing unknown keys (exit 2,
+naming each with the closest known key: a misspelt key would otherwise leave its default in force
+unnoticed). The daemon modules (``cli/namesrv.py``, ...) add their own service and boot line.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import structlog
-
 from rocketpy.common.errors import ConfigError
 from rocketpy.common.logging import DEFAULT_LOG_DIR, setup_logging
+from rocketpy.common.properties import parse_properties
 from rocketpy.common.settings import RocketSettings
 
 S = TypeVar("S", bound=RocketSettings)
@@ -71,11 +72,37 @@ def log_dir() -> Path:
     return Path(override) if override else DEFAULT_LOG_DIR
 
 
-def start_logging(name: str, unknown_keys: list[str]) -> None:
-    """Configure logging for daemon ``name``; warn about keys the config file had but we ignore."""
+def refuse_unknown(args: argparse.Namespace, *classes: type[RocketSettings]) -> None:
+    """Exit 2 with one line when the ``-c`` file has keys none of ``classes`` knows, each with
+    the closest known key if one is close. Runs before the values are validated: a misspelt
+    mandatory key is reported as misspelt, not as missing."""
+    if not args.config_file:
+        return
+    try:
+        text = Path(args.config_file).read_text(encoding="utf-8")
+    except OSError:
+        return  # load_settings names the file and the error
+    known: list[str] = []
+    for cls in classes:
+        known.extend(cls.keys())
+    unknown = sorted(set(parse_properties(text)) - set(known))
+    if not unknown:
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        named.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    print(
+        f"unknown config keys in {args.config_file}: {', '.join(named)}; rocketpy does not "
+        "support them, so they would have no effect: fix their spelling or remove them",
+        file=sys.stderr,
+    )
+    raise SystemExit(EXIT_CONFIG)
+
+
+def start_logging(name: str) -> None:
+    """Configure logging for daemon ``name``."""
     setup_logging(name, log_dir=log_dir(), level=os.environ.get("ROCKETPY_LOG_LEVEL", "INFO"))
-    if unknown_keys:
-        structlog.get_logger(name).warning("unknown config keys ignored", keys=unknown_keys)
 
 
 def boot(line: str) -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import sys
 
-from rocketpy.cli.common import boot, daemon_parser, load_settings, print_config, start_logging
+from rocketpy.cli.common import (
+    boot,
+    daemon_parser,
+    load_settings,
+    print_config,
+    refuse_unknown,
+    start_logging,
+)
 from rocketpy.common.aio import run, serve_until_signalled
 from rocketpy.controller.config import ControllerConfig
 from rocketpy.controller.raft_node import make_raft_node
@@ -31,11 +38,12 @@ async def _serve(config: ControllerConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqcontroller`` and ``python -m rocketpy.cli.controller``."""
     args = daemon_parser("mqcontroller", __doc__ or "").parse_args(argv)
-    config, unknown = load_settings(ControllerConfig, args)
+    refuse_unknown(args, ControllerConfig)
+    config, _ = load_settings(ControllerConfig, args)
     if args.print_config:
         print_config(config)
         return 0
-    start_logging("controller", unknown)
+    start_logging("controller")
     return run(_serve(config))
 
 

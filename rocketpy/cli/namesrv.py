@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import sys
 
-from rocketpy.cli.common import boot, daemon_parser, load_settings, print_config, start_logging
+from rocketpy.cli.common import (
+    boot,
+    daemon_parser,
+    load_settings,
+    print_config,
+    refuse_unknown,
+    start_logging,
+)
 from rocketpy.common.aio import Service, run, serve_until_signalled
 from rocketpy.controller.config import ControllerConfig
 from rocketpy.controller.raft_node import make_raft_node
@@ -43,18 +50,18 @@ async def _serve(config: NamesrvConfig, controller: ControllerConfig | None) -> 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqnamesrv`` and ``python -m rocketpy.cli.namesrv``."""
     args = daemon_parser("mqnamesrv", __doc__ or "").parse_args(argv)
-    config, unknown = load_settings(NamesrvConfig, args)
+    # The same file may hold the embedded controller's keys, used or not.
+    refuse_unknown(args, NamesrvConfig, ControllerConfig)
+    config, _ = load_settings(NamesrvConfig, args)
     controller = None
     if config.enable_controller_in_namesrv:
         controller, _ = load_settings(ControllerConfig, args)  # same file, controller keys
-        known = ControllerConfig.keys()
-        unknown = [k for k in unknown if k not in known]
     if args.print_config:
         print_config(config)
         if controller is not None:
             print_config(controller)
         return 0
-    start_logging("namesrv", unknown)
+    start_logging("namesrv")
     return run(_serve(config, controller))
 
 
