@@ -13,6 +13,7 @@ SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
         test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
+.PHONY: fuzz
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +62,11 @@ test-uvloop: $(STAMP)
 
 test-chaos: $(STAMP)
 	$(PYTEST) -m chaos --timeout=3600
+
+# make fuzz: the hostile-frame campaign (issue 25): FUZZ_FRAMES (default 1,000,000) frames split
+# across the NameServer, a broker, a controller and an HA port; FUZZ_SEED replays a run.
+fuzz: $(STAMP)
+	nice -n 10 $(PYTEST) -m chaos tests/chaos/test_fuzz_campaign.py -s --timeout=3600
 
 test-spark: $(STAMP)
 	$(PYTEST) -m spark --timeout=1800
