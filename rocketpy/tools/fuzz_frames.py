@@ -174,7 +174,8 @@ class RemotingFrames:
 
     def _oneway(self) -> Hostile:
         cmd = self._command(self._rng.choice(self._codes), flag=_ONEWAY)
-        return Hostile(self._encode(cmd), Expect.SILENT, "oneway", cmd.opaque)
+        return Hostile(self._encode(cmd), Expect.SILENT, "oneway", cmd.opaque,
+                       may_close=cmd.code in _BROKER_CHANNEL)  # fmt: skip
 
     def _stray_response(self) -> Hostile:
         cmd = self._command(self._rng.choice(self._codes), flag=_RESPONSE)
