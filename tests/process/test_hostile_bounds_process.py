@@ -1,10 +1,13 @@
-"""Bounds on hostile input (issue 25, item 3): a decompression bomb in REGISTER_BROKER and a send
-header integer the record cannot hold are refused with a clear answer, and cost nothing.
+"""Bounds on hostile input (issue 25, item 3): a decompression bomb in REGISTER_BROKER, a send
+header integer the record cannot hold, header integers beyond Java's int or long, and a frame
+header integer beyond 32 bits are refused with a clear answer, and cost nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import struct
 import zlib
 from pathlib import Path
 
@@ -86,18 +89,95 @@ async def _sends(addr: str) -> list[RemotingCommand]:
 def test_broker_refuses_a_send_field_the_record_cannot_hold(tmp_path: Path) -> None:
     """1. Start mqnamesrv and a broker. 2. Send a message, then one whose sysFlag (``f``) is
     2147483649, then another.
-    Expected: MESSAGE_ILLEGAL for the second, with nothing stored; the first and third are
-    SEND_OK at consecutive queue offsets (no offset was consumed by the refused one)."""
+    Expected: SYSTEM_ERROR naming the field for the second (upstream's Integer.parseInt fails
+    as it decodes the header), with nothing stored; the first and third are SEND_OK at
+    consecutive queue offsets (no offset was consumed by the refused one)."""
     namesrv, ns = start_namesrv(tmp_path)
     broker, addr = start_broker(tmp_path, ns, extra="autoCreateTopicEnable=true\n")
     try:
         first, bad, third = asyncio.run(_sends(addr))
         assert first.code == ResponseCode.SUCCESS, first.remark
-        assert bad.code == ResponseCode.MESSAGE_ILLEGAL, (bad.code, bad.remark)
+        assert bad.code == ResponseCode.SYSTEM_ERROR, (bad.code, bad.remark)
+        assert "field=f" in (bad.remark or ""), bad.remark
         assert third.code == ResponseCode.SUCCESS, third.remark
         offsets = [int(r.ext("queueOffset") or -1) for r in (first, third)]
         assert offsets[1] == offsets[0] + 1, offsets
         assert "struct.error" not in broker.output()
+    finally:
+        broker.stop()
+        namesrv.stop()
+
+
+async def _raw_frame(addr: str, header: dict[str, object]) -> bytes:
+    """Send one JSON-header frame on a fresh connection; return what comes back before the
+    broker closes it (or 3 s pass)."""
+    host, port = addr.rsplit(":", 1)
+    data = json.dumps(header).encode()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(struct.pack(">ii", 4 + len(data), len(data)) + data)
+        await writer.drain()
+        async with asyncio.timeout(3):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+async def _out_of_range(addr: str) -> dict[str, RemotingCommand]:
+    client = JavaLikeClient()
+    topic = {
+        "topic": "Wide",
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(2**40),
+        "writeQueueNums": "2",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+    }
+    try:
+        return {
+            "readQueueNums": await client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic),
+            "queueId": await client.call(
+                addr, RequestCode.GET_MAX_OFFSET, {"topic": "Bounds", "queueId": str(2**33)}
+            ),
+            "commitOffset": await client.call(
+                addr,
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": "g",
+                    "topic": "Bounds",
+                    "queueId": "0",
+                    "commitOffset": str(2**70),
+                },
+            ),
+            "topic": await client.call(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": "Wide"}),
+        }
+    finally:
+        await client.close()
+
+
+def test_broker_refuses_header_integers_beyond_java_types(tmp_path: Path) -> None:
+    """1. Start mqnamesrv and a broker. 2. UPDATE_AND_CREATE_TOPIC with readQueueNums 2**40 (an
+    Integer upstream), GET_MAX_OFFSET with queueId 2**33, UPDATE_CONSUMER_OFFSET with
+    commitOffset 2**70 (a Long), then GET_TOPIC_CONFIG of the refused topic. 3. A frame whose
+    JSON header has opaque 2**63.
+    Expected: 2. SYSTEM_ERROR naming each field; the topic does not exist. 3. The broker closes
+    that connection without an answer (it cannot echo the opaque) and logs why, with no
+    traceback; it still serves."""
+    namesrv, ns = start_namesrv(tmp_path)
+    broker, addr = start_broker(tmp_path, ns, extra="autoCreateTopicEnable=true\n")
+    try:
+        answers = asyncio.run(_out_of_range(addr))
+        for field in ("readQueueNums", "queueId", "commitOffset"):
+            resp = answers[field]
+            assert resp.code == ResponseCode.SYSTEM_ERROR, (field, resp.code, resp.remark)
+            assert f"field={field}" in (resp.remark or ""), resp.remark
+        assert answers["topic"].code == ResponseCode.TOPIC_NOT_EXIST
+        header = {"code": 26, "language": "JAVA", "version": 1, "opaque": 2**63, "flag": 0}
+        assert asyncio.run(_raw_frame(addr, header)) == b""
+        assert "header integer out of int range" in broker.output()
+        assert "Traceback" not in broker.output()
+        again = asyncio.run(_sends(addr))
+        assert again[0].code == ResponseCode.SUCCESS
     finally:
         broker.stop()
         namesrv.stop()

@@ -47,14 +47,26 @@ def test_header_bad_number_names_field() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("queueId", str(2**63)), ("queueId", str(-(2**63) - 1)), ("brokerId", str(2**64))],
+    [("brokerId", str(2**63)), ("brokerId", str(-(2**63) - 1)), ("brokerId", str(2**64))],
 )
 def test_header_int_beyond_java_long_names_field(field: str, value: str) -> None:
-    """An int field beyond Java's long is refused as Long.parseLong refuses it (the fuzz
+    """A Long field beyond Java's long is refused as Long.parseLong refuses it (the fuzz
     campaign sent appliedBrokerId=2**64 to a controller, whose msgpack event encoder then
     failed with a traceback); the long's own bounds still decode."""
     ext = {"topic": "T", "queueId": "1", field: value}
     with pytest.raises(CodecError, match=f"field={field}"):
         from_ext(_Header, ext)
-    edges = {"topic": "T", "queueId": str(-(2**63)), "brokerId": str(2**63 - 1)}
-    assert from_ext(_Header, edges) == _Header(topic="T", queue_id=-(2**63), broker_id=2**63 - 1)
+    edges = {"topic": "T", "queueId": "1", "brokerId": str(-(2**63))}
+    assert from_ext(_Header, edges) == _Header(topic="T", queue_id=1, broker_id=-(2**63))
+    edges["brokerId"] = str(2**63 - 1)
+    assert from_ext(_Header, edges).broker_id == 2**63 - 1
+
+
+@pytest.mark.parametrize("value", [str(2**31), str(-(2**31) - 1), str(2**33), str(2**63)])
+def test_header_java_int_field_beyond_int_names_field(value: str) -> None:
+    """A field upstream declares Integer (queueId) is refused beyond 32 bits, as
+    Integer.parseInt refuses it; the int's own bounds still decode."""
+    with pytest.raises(CodecError, match="field=queueId"):
+        from_ext(_Header, {"topic": "T", "queueId": value})
+    for edge in (-(2**31), 2**31 - 1):
+        assert from_ext(_Header, {"topic": "T", "queueId": str(edge)}).queue_id == edge

@@ -24,10 +24,44 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, Union, cast
 
 from rocketpy.common.errors import CodecError
-from rocketpy.common.types import JAVA_LONG_MAX, JAVA_LONG_MIN
+from rocketpy.common.types import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 
 _MISSING: Final = dataclasses.MISSING
 T = TypeVar("T")
+
+#: Header fields upstream declares ``Integer``/``int`` (every other integer field is a ``Long``):
+#: ``Integer.parseInt`` refuses what does not fit 32 bits, so we do too. Unchecked, a
+#: ``readQueueNums`` of 2**40 created a topic with that many queues and a ``queueId`` of 2**33
+#: was answered as an empty queue.
+JAVA_INT_FIELDS: Final = frozenset(
+    {
+        "addTopicCount",
+        "bodyCrc32",
+        "defaultTopicQueueNums",
+        "delayLevel",
+        "electionPriority",
+        "epoch",
+        "flag",
+        "forbiddenType",
+        "groupSysFlag",
+        "masterEpoch",
+        "maxMsgBytes",
+        "maxMsgNums",
+        "maxNum",
+        "maxReconsumeTimes",
+        "newSyncStateSetEpoch",
+        "perm",
+        "queueId",
+        "readQueueNums",
+        "reconsumeTimes",
+        "syncStateSetEpoch",
+        "sysFlag",
+        "topicSysFlag",
+        "totalTopicNum",
+        "wipeTopicCount",
+        "writeQueueNums",
+    }
+)
 
 
 class MissingHeaderField(CodecError):
@@ -155,7 +189,7 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
     Integers convert inline with ``int(raw)`` (which ignores surrounding whitespace exactly as
     ``_parse_int``'s ``strip`` does) and must fit Java's long, as ``Long.parseLong`` demands:
     an id of 2**64 once reached the controller's msgpack event encoder and failed there with a
-    traceback. Booleans convert inline as ``_parse_bool``; absent optional fields take the
+    traceback. Fields in :data:`JAVA_INT_FIELDS` must fit Java's int. Booleans convert inline as ``_parse_bool``; absent optional fields take the
     dataclass default, so the class is built with one keyword call.
     """
     specs = _specs(cls)
@@ -168,6 +202,8 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
         "CodecError": CodecError,
         "LO": JAVA_LONG_MIN,
         "HI": JAVA_LONG_MAX,
+        "ILO": JAVA_INT_MIN,
+        "IHI": JAVA_INT_MAX,
     }
     lines = ["def decode(fields):", "    get = fields.get"]
     args: list[str] = []
@@ -190,12 +226,13 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
             lines.append(f"{indent}v{i} = v{i}.strip().lower() == 'true'")
         elif parser is not _identity:
             convert = f"int(v{i})" if parser is _parse_int else f"p{i}(v{i})"
+            lo, hi = ("ILO", "IHI") if name in JAVA_INT_FIELDS else ("LO", "HI")
             namespace[f"p{i}"] = parser
             lines += [
                 f"{indent}try:",
                 f"{indent}    v{i} = {convert}",
                 *(
-                    [f"{indent}    if not LO <= v{i} <= HI: raise ValueError(v{i})"]
+                    [f"{indent}    if not {lo} <= v{i} <= {hi}: raise ValueError(v{i})"]
                     if parser is _parse_int
                     else []
                 ),
