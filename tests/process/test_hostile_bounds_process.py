@@ -1,6 +1,7 @@
 """Bounds on hostile input (issue 25, item 3): a decompression bomb in REGISTER_BROKER, a send
 header integer the record cannot hold, header integers beyond Java's int or long, and a frame
-header integer beyond 32 bits are refused with a clear answer, and cost nothing.
+header integer beyond 32 bits are refused with a clear answer, and cost nothing; concurrent
+config updates are written one at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.tools.loadgen import rss_mb
 from tests.helpers.broker_client import JavaLikeClient
-from tests.helpers.processes import start_broker, start_namesrv
+from tests.helpers.processes import (
+    start_broker,
+    start_controller,
+    start_namesrv,
+    write_controller_confs,
+)
 
 pytestmark = pytest.mark.process
 
@@ -181,3 +187,57 @@ def test_broker_refuses_header_integers_beyond_java_types(tmp_path: Path) -> Non
     finally:
         broker.stop()
         namesrv.stop()
+
+
+async def _hammer_config(addr: str, update: int, get: int, key: str) -> tuple[list[int], str]:
+    """200 concurrent updates of ``key`` (alternately true and false) over 20 connections;
+    return the answer codes and what the daemon then reports for ``key``."""
+    clients = [RemotingClient(name="test") for _ in range(20)]
+
+    async def one(i: int) -> int:
+        body = f"{key}={'true' if i % 2 else 'false'}\n".encode()
+        resp = await clients[i % 20].invoke(addr, RemotingCommand.request(update, {}, body), 10)
+        return resp.code
+
+    try:
+        async with asyncio.timeout(60):
+            codes = list(await asyncio.gather(*(one(i) for i in range(200))))
+            shown = await clients[0].invoke(addr, RemotingCommand.request(get, {}), 10)
+    finally:
+        for c in clients:
+            await c.close()
+    text = (shown.body or b"").decode()
+    value = next(ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith(f"{key}="))
+    return codes, value
+
+
+@pytest.mark.parametrize("daemon", ["namesrv", "controller"])
+def test_concurrent_config_updates_are_serialized(tmp_path: Path, daemon: str) -> None:
+    """1. Start mqnamesrv (or one mqcontroller) with configStorePath set. 2. 200 concurrent
+    UPDATE_NAMESRV_CONFIG (UPDATE_CONTROLLER_CONFIG) over 20 connections, flipping one key.
+    3. GET the config; read the stored file; restart the daemon on it.
+    Expected: every update SUCCESS; the file holds exactly the value the daemon reports, no
+    temp file is left beside it, and the daemon boots again on it."""
+    if daemon == "namesrv":
+        proc, addr = start_namesrv(tmp_path)
+        stored = tmp_path / "kv" / "namesrv.properties"
+        codes_ = (RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.GET_NAMESRV_CONFIG)
+        key = "orderMessageEnable"
+    else:
+        conf = write_controller_confs(tmp_path, 1)[0]
+        proc, addr = start_controller(conf, tmp_path)
+        stored = tmp_path / "n0" / "controller.properties"
+        codes_ = (RequestCode.UPDATE_CONTROLLER_CONFIG, RequestCode.GET_CONTROLLER_CONFIG)
+        key = "notifyBrokerRoleChanged"
+    try:
+        codes, value = asyncio.run(_hammer_config(addr, *codes_, key))
+        assert codes == [ResponseCode.SUCCESS] * 200
+        lines = stored.read_text(encoding="utf-8").splitlines()
+        assert f"{key}={value}" in lines
+        assert not [p.name for p in stored.parent.iterdir() if ".tmp" in p.name]
+    finally:
+        assert proc.stop() == 0, proc.output()
+    again = (
+        start_namesrv(tmp_path)[0] if daemon == "namesrv" else start_controller(conf, tmp_path)[0]
+    )
+    assert again.stop() == 0
