@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import queue
 
-from rocketpy.common.logging import BoundedQueueHandler
+from rocketpy.common.logging import BoundedQueueHandler, trim_backlog
 
 
 def _record(n: int) -> logging.LogRecord:
@@ -32,3 +32,17 @@ def test_log_queue_drops_and_counts_when_full_then_says_so() -> None:
     assert note.levelno == logging.WARNING
     assert last.getMessage() == "flood 99"
     assert handler.dropped == 0
+
+
+def test_log_shutdown_trims_the_backlog_to_the_newest_records() -> None:
+    """1. A queue of 3,000 records 'flood 0'..'flood 2999'. 2. Trim it to 1,000.
+    Expected: 2,000 dropped (the oldest); the queue holds 'flood 2000'..'flood 2999' in order,
+    then a warning saying 2,000 were dropped at shutdown."""
+    q: queue.Queue[logging.LogRecord] = queue.Queue(5000)
+    for n in range(3000):
+        q.put_nowait(_record(n))
+    assert trim_backlog(q, 1000) == 2000
+    left = [q.get_nowait().getMessage() for _ in range(q.qsize())]
+    assert left[:-1] == [f"flood {n}" for n in range(2000, 3000)]
+    assert left[-1] == "log records dropped at shutdown: 2000 (the log was behind)"
+    assert trim_backlog(q, 1000) == 0
