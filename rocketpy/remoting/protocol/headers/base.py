@@ -189,8 +189,9 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
     Integers convert inline with ``int(raw)`` (which ignores surrounding whitespace exactly as
     ``_parse_int``'s ``strip`` does) and must fit Java's long, as ``Long.parseLong`` demands:
     an id of 2**64 once reached the controller's msgpack event encoder and failed there with a
-    traceback. Fields in :data:`JAVA_INT_FIELDS` must fit Java's int. Booleans convert inline as ``_parse_bool``; absent optional fields take the
-    dataclass default, so the class is built with one keyword call.
+    traceback. Fields in :data:`JAVA_INT_FIELDS` must fit Java's int. Booleans convert inline as
+    ``_parse_bool``; absent optional fields take the dataclass default, so the class is built
+    with one keyword call.
     """
     specs = _specs(cls)
     if keys is not None and len(keys) != len(specs):
