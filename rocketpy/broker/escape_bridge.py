@@ -25,12 +25,12 @@ import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.message import MessageConst
 from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.client.admin import TopicRoute
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader
-from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.config_shapes import PERM_WRITE
 
 log = structlog.get_logger(__name__)

@@ -10,12 +10,12 @@ message-format.md section 6.
 from __future__ import annotations
 
 from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.message.properties import tags_code as tags_hash_code
 from rocketpy.remoting.protocol.body.heartbeat import (
     EXPRESSION_TAG,
     SUB_ALL,
     SubscriptionData,
 )
-from rocketpy.store.commit_log.properties import tags_code as tags_hash_code
 
 __all__ = ["build_subscription", "matches_tags_code", "tags_hash_code"]
 

@@ -1,10 +1,7 @@
-"""Message pieces the broker adds on top of the store's record codec: property keys and the
-client unique id. Pure.
+"""The client unique id the broker gives a message sent without one. Pure.
 
-Owns: :class:`MessageConst` keys the broker reads or writes and :class:`UniqIdGenerator`
-(``MessageClientIDSetter``, message-format.md section 4.2). The properties string, offset message
-ids and the batch body are the store's (:mod:`rocketpy.store.commit_log.properties`,
-:mod:`~rocketpy.store.commit_log.record`, :mod:`~rocketpy.store.commit_log.batch_body`).
+Owns: :class:`UniqIdGenerator` (``MessageClientIDSetter``, message-format.md section 4.2). Property
+keys, the properties string and the batch body are :mod:`rocketpy.common.message`'s.
 """
 
 from __future__ import annotations
@@ -13,28 +10,6 @@ import datetime as dt
 import ipaddress
 import struct
 from typing import Final
-
-
-class MessageConst:
-    """Property keys (``MessageConst``) the broker reads or writes."""
-
-    KEYS: Final = "KEYS"
-    TAGS: Final = "TAGS"
-    WAIT: Final = "WAIT"
-    DELAY: Final = "DELAY"
-    UNIQ_KEY: Final = "UNIQ_KEY"
-    TRAN_MSG: Final = "TRAN_MSG"
-    PGROUP: Final = "PGROUP"
-    REAL_TOPIC: Final = "REAL_TOPIC"
-    REAL_QID: Final = "REAL_QID"
-    RETRY_TOPIC: Final = "RETRY_TOPIC"
-    ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-    MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
-    RECONSUME_TIME: Final = "RECONSUME_TIME"
-    CLUSTER: Final = "CLUSTER"
-    MSG_REGION: Final = "MSG_REGION"
-    TRACE_ON: Final = "TRACE_ON"
-    POP_CK: Final = "POP_CK"
 
 
 def month_start_ms(now_ms: int) -> int:

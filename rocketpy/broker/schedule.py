@@ -24,7 +24,6 @@ from typing import Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
-from rocketpy.broker.message import MessageConst
 from rocketpy.broker.store_api import (
     BrokerStore,
     GetMessageStatus,
@@ -35,6 +34,7 @@ from rocketpy.broker.store_api import (
 from rocketpy.common.aio import periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError
+from rocketpy.common.message.const import MessageConst
 from rocketpy.store.config_files import ConfigFile, delay_offset_file
 from rocketpy.store.config_shapes import DataVersion, DelayOffsetTable
 

@@ -38,17 +38,17 @@ from rocketpy.broker.store_api import (
     StoreOffsets,
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import (
+    encode_properties,
+    property_value,
+    waits_for_store,
+)
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import queue_key
-from rocketpy.store.commit_log.properties import (
-    PROPERTY_WAIT,
-    encode_properties,
-    property_value,
-    waits_for_store,
-)
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch
 from rocketpy.store.commit_log.put_types import MessageToStore as StoreMessage
 from rocketpy.store.commit_log.record import (
@@ -119,9 +119,9 @@ def _to_store(msg: MessageToStore) -> StoreMessage:
     text = msg.encoded_properties
     if not text:
         text = encode_properties(msg.properties)
-        wait = waits_for_store(msg.properties.get(PROPERTY_WAIT))
+        wait = waits_for_store(msg.properties.get(MessageConst.WAIT))
     else:
-        wait = waits_for_store(property_value(text, PROPERTY_WAIT))
+        wait = waits_for_store(property_value(text, MessageConst.WAIT))
     return StoreMessage(
         topic=msg.topic,
         queue_id=msg.queue_id,

@@ -19,8 +19,8 @@ from pathlib import Path
 from rocketpy.cli.admin_base import command, human_ms, printf
 from rocketpy.client.admin import AdminClient, AdminError
 from rocketpy.common.errors import CodecError, RemotingError
+from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.properties import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 from rocketpy.store.commit_log.record import (
     COMPRESSED_FLAG,
     MessageRecord,
@@ -39,7 +39,7 @@ def _offset_id(rec: MessageRecord) -> str:
 
 def _msg_id(rec: MessageRecord) -> str:
     """``MessageClientExt.getMsgId``: the unique key when there is one, else the offset id."""
-    return rec.property_map().get(PROPERTY_UNIQ_KEY) or _offset_id(rec)
+    return rec.property_map().get(MessageConst.UNIQ_KEY) or _offset_id(rec)
 
 
 def _body(rec: MessageRecord) -> bytes:
@@ -66,8 +66,8 @@ def print_msg(rec: MessageRecord, charset: str | None = None) -> None:
     rows: list[tuple[str, object]] = [
         ("OffsetID:", _offset_id(rec)),
         ("Topic:", rec.topic),
-        ("Tags:", f"[{props.get(PROPERTY_TAGS)}]".replace("[None]", "[null]")),
-        ("Keys:", f"[{props.get(PROPERTY_KEYS)}]".replace("[None]", "[null]")),
+        ("Tags:", f"[{props.get(MessageConst.TAGS)}]".replace("[None]", "[null]")),
+        ("Keys:", f"[{props.get(MessageConst.KEYS)}]".replace("[None]", "[null]")),
         ("Queue ID:", rec.queue_id),
         ("Queue Offset:", rec.queue_offset),
         ("CommitLog Offset:", rec.physical_offset),
@@ -106,9 +106,9 @@ async def query_by_key(
         for rec in _decode(raw):
             props = rec.property_map()
             if unique:
-                matched = props.get(PROPERTY_UNIQ_KEY) == key
+                matched = props.get(MessageConst.UNIQ_KEY) == key
             else:
-                matched = key in props.get(PROPERTY_KEYS, "").split(" ")
+                matched = key in props.get(MessageConst.KEYS, "").split(" ")
             if matched and rec.topic == topic:
                 found.append(rec)
     return found

@@ -39,11 +39,10 @@ import ipaddress
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
-from rocketpy.common.errors import CodecError
+from rocketpy.common.errors import MessageCodecError
 
 MAGIC_V1: Final = -626843481
 MAGIC_V2: Final = -626843477
@@ -55,89 +54,14 @@ COMPRESSION_ZLIB: Final = 0x300
 COMPRESSION_LZ4: Final = 0x100
 COMPRESSION_ZSTD: Final = 0x200
 
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
-MAX_PROPERTIES_BYTES: Final = 32767
-
-# MessageConst property names.
-PROPERTY_KEYS: Final = "KEYS"
-PROPERTY_TAGS: Final = "TAGS"
-PROPERTY_WAIT: Final = "WAIT"
-PROPERTY_DELAY: Final = "DELAY"
-PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
-PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
-PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
-PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
-PROPERTY_MSG_REGION: Final = "MSG_REGION"
-PROPERTY_TRACE_ON: Final = "TRACE_ON"
-PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
-PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
-PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-
 _HEAD: Final = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
 _MIDDLE: Final = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED_TRANSACTION_OFFSET, BODYLEN
 _INT8: Final = struct.Struct(">b")
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
-_BATCH_HEAD: Final = struct.Struct(">iiiii")
 
 Address = tuple[str, int]
-
-
-class MessageCodecError(CodecError):
-    """A pulled record or message id that does not decode."""
-
-
-def encode_properties(props: Mapping[str, str | None]) -> str:
-    """``messageProperties2String``: ``name \\x01 value \\x02`` for every non-None value."""
-    return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
-
-
-def decode_properties(text: str | None) -> dict[str, str]:
-    """``string2messageProperties``: short or malformed segments skipped, last duplicate wins."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for seg in text.split(PROPERTY_SEPARATOR):
-        if len(seg) < 3:
-            continue
-        idx = seg.find(NAME_VALUE_SEPARATOR)
-        if 0 < idx < len(seg) - 1:
-            out[seg[:idx]] = seg[idx + 1 :]
-    return out
-
-
-def property_value(text: str, name: str) -> str | None:
-    """``decode_properties(text).get(name)`` without building the map: the usual case (the
-    last ``name``, starting a segment, with a value) is read in place, anything else goes
-    through :func:`decode_properties`. Per pulled record for ``UNIQ_KEY`` (and ``TAGS`` when
-    filtering)."""
-    named = name + NAME_VALUE_SEPARATOR
-    i = text.rfind(named)
-    if i < 0:
-        return None
-    if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
-        start = i + len(named)
-        stop = text.find(PROPERTY_SEPARATOR, start)
-        value = text[start:] if stop < 0 else text[start:stop]
-        if value:
-            return value
-    return decode_properties(text).get(name)
-
-
-def encode_batch_body(items: Iterable[tuple[int, bytes, str]]) -> bytes:
-    """``MessageDecoder.encodeMessages``: (flag, body, properties) per message; MAGIC and BODYCRC
-    are written as 0 (the broker ignores them)."""
-    parts: list[bytes] = []
-    for flag, body, properties in items:
-        props = properties.encode()
-        if len(props) > MAX_PROPERTIES_BYTES:
-            raise MessageCodecError("properties longer than 32767 bytes", field="PROPERTIES")
-        total = _BATCH_HEAD.size + len(body) + 2 + len(props)
-        parts += (_BATCH_HEAD.pack(total, 0, 0, flag, len(body)), body, _INT16.pack(len(props)))
-        parts.append(props)
-    return b"".join(parts)
 
 
 def _address(view: memoryview, pos: int, v6: bool) -> tuple[Address, int]:

@@ -26,10 +26,10 @@ from typing import Final
 
 import structlog
 
-from rocketpy.client.codec import PROPERTY_RETRY_TOPIC
 from rocketpy.client.message import MessageExt
 from rocketpy.client.rebalance import ProcessQueue
 from rocketpy.common.aio import TaskSet
+from rocketpy.common.message.const import MessageConst
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +63,7 @@ def restore_topic(msg: MessageExt, retry_topic: str) -> MessageExt:
     topic."""
     if msg.topic != retry_topic:
         return msg  # first: the properties of a pulled message are decoded only when read
-    original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+    original = msg.properties.get(MessageConst.RETRY_TOPIC)
     return msg.replace(topic=original) if original else msg
 
 

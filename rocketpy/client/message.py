@@ -19,16 +19,13 @@ from rocketpy.client.codec import (
     COMPRESSED_FLAG,
     MAGIC_V1,
     MAGIC_V2,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
     RawRecord,
-    decode_properties,
     encode_offset_msg_id,
-    property_value,
     uncompress_body,
 )
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import decode_properties, property_value
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 
 Address = tuple[str, int]
@@ -165,12 +162,12 @@ class MessageExt:
     @property
     def tags(self) -> str | None:
         """The ``TAGS`` property."""
-        return self.properties.get(PROPERTY_TAGS)
+        return self.properties.get(MessageConst.TAGS)
 
     @property
     def keys(self) -> str | None:
         """The ``KEYS`` property."""
-        return self.properties.get(PROPERTY_KEYS)
+        return self.properties.get(MessageConst.KEYS)
 
     @property
     def message_queue(self) -> MessageQueue:
@@ -230,7 +227,7 @@ def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
         topic=rec.topic,
         body=uncompress_body(rec.body, rec.sys_flag),
         properties=props,
-        msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+        msg_id=props.get(MessageConst.UNIQ_KEY) or offset_id,
         offset_msg_id=offset_id,
         broker_name=broker_name,
         queue_id=rec.queue_id,
@@ -333,7 +330,7 @@ class _PullBodyReader:
             raise ValueError("record size disagrees with its fields")
         # The properties map is built only if the consumer reads it (MessageExt.properties).
         text = data[at + 2 : rec_end].decode()
-        if self._tags is not None and property_value(text, PROPERTY_TAGS) not in self._tags:
+        if self._tags is not None and property_value(text, MessageConst.TAGS) not in self._tags:
             return None, rec_end
         extra = self._extra
         if sys_flag & COMPRESSED_FLAG:
@@ -342,10 +339,10 @@ class _PullBodyReader:
         store_host = _HOSTS.get(store) or _host(store)
         prefix = _ID_PREFIXES.get(store) or _id_prefix(store)
         offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
-        if extra and PROPERTY_UNIQ_KEY in extra:
-            uniq: str | None = extra[PROPERTY_UNIQ_KEY]
+        if extra and MessageConst.UNIQ_KEY in extra:
+            uniq: str | None = extra[MessageConst.UNIQ_KEY]
         else:
-            uniq = property_value(text, PROPERTY_UNIQ_KEY)
+            uniq = property_value(text, MessageConst.UNIQ_KEY)
         msg = MessageExt(
             topic, payload, None, uniq or offset_id, offset_id, self._broker_name, qid, qoff,
             phys, size, flag, sys_flag, born_ts, born_host, store_ts, store_host, reconsume,

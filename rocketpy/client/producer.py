@@ -20,9 +20,7 @@ from typing import Any, Final
 from rocketpy.client.codec import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB,
-    PROPERTY_UNIQ_KEY,
     UniqueIdGenerator,
-    encode_batch_body,
 )
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import Message, MessageQueue, SendResult, SendStatus
@@ -35,6 +33,9 @@ from rocketpy.common.errors import (
     RemoteError,
     RequestTimeout,
 )
+from rocketpy.common.message.batch_body import encode_batch_body
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
@@ -183,20 +184,21 @@ class Producer:
             raise ClientError("the message body length is zero")
         if len(body) > self._max_size:
             raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
-        uniq = msg.properties.get(PROPERTY_UNIQ_KEY) or self._ids.next_id()
-        parts = [f"{k}\x01{v}\x02" for k, v in msg.properties.items() if k != PROPERTY_UNIQ_KEY]
+        props = msg.properties.copy()
+        uniq = props.pop(MessageConst.UNIQ_KEY, None) or self._ids.next_id()
         if msg.tags:
-            parts.append(f"TAGS\x01{msg.tags}\x02")
+            props[MessageConst.TAGS] = msg.tags
         if msg.keys:
-            parts.append(f"KEYS\x01{msg.keys}\x02")
+            props[MessageConst.KEYS] = msg.keys
         if msg.delay_level > 0:
-            parts.append(f"DELAY\x01{msg.delay_level}\x02")
-        parts.append(f"WAIT\x01true\x02UNIQ_KEY\x01{uniq}\x02")
+            props[MessageConst.DELAY] = str(msg.delay_level)
+        props[MessageConst.WAIT] = "true"
+        props[MessageConst.UNIQ_KEY] = uniq
         sys_flag = 0
         if compress and len(body) >= self._compress_over:
             body = zlib.compress(body, 5)
             sys_flag = COMPRESSED_FLAG | COMPRESSION_ZLIB
-        return "".join(parts), body, sys_flag, uniq
+        return encode_properties(props), body, sys_flag, uniq
 
     def _request(self, mq: MessageQueue, p: _Payload) -> RemotingCommand:
         ext = self._base_ext.copy()
@@ -386,7 +388,9 @@ class Producer:
         body = encode_batch_body(items)
         if len(body) > self._max_size:
             raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
-        batch_props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._ids.next_id()}\x02"
+        batch_props = encode_properties(
+            {MessageConst.WAIT: "true", MessageConst.UNIQ_KEY: self._ids.next_id()}
+        )
         info = await self._info(topic)
         payload = _Payload(_CODE_BATCH, batch_props, body, 0, 0, ",".join(ids))
         return await self._send_with_retries(info, queue, payload, timeout_s)

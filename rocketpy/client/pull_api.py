@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from rocketpy.client.codec import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, decode_message_exts
 from rocketpy.client.route_cache import MASTER_ID
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, RemoteError
 from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.remoting.protocol.body.heartbeat import SUB_ALL, SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -129,8 +129,8 @@ async def pull_message(
             mq.broker_name,
             tags=None if sub.matches_all else frozenset(sub.tags_set),
             extra_properties={
-                PROPERTY_MIN_OFFSET: str(min_offset),
-                PROPERTY_MAX_OFFSET: str(max_offset),
+                MessageConst.MIN_OFFSET: str(min_offset),
+                MessageConst.MAX_OFFSET: str(max_offset),
             },
         )
     return PullResult(

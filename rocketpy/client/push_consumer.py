@@ -19,7 +19,6 @@ from typing import Final
 
 import structlog
 
-from rocketpy.client.codec import PROPERTY_RETRY_TOPIC
 from rocketpy.client.consume_service import (
     ConsumeConcurrentlyService,
     ConsumeOrderlyStatus,
@@ -46,6 +45,7 @@ from rocketpy.client.pull_api import (
 from rocketpy.client.rebalance import ProcessQueue, allocate_averagely
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.errors import ClientError, RemotingError
+from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.broker import decode_consumer_list
 from rocketpy.remoting.protocol.body.heartbeat import ConsumerData, SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -481,7 +481,7 @@ class PushConsumer:
             "group": self.group,
             "delayLevel": str(delay_level),
             "originMsgId": msg.msg_id,
-            "originTopic": msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic),
+            "originTopic": msg.properties.get(MessageConst.RETRY_TOPIC, msg.topic),
             "unitMode": "false",
             "maxReconsumeTimes": str(self.max_reconsume_times),
             "bname": msg.broker_name,

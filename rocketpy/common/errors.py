@@ -50,6 +50,11 @@ class FrameTooLarge(CodecError):
     """A frame's declared length exceeds the configured limit."""
 
 
+class MessageCodecError(CodecError):
+    """A stored record, batch send body, properties text or message id that does not decode
+    or encode (``rocketpy.common.message``)."""
+
+
 class StoreError(RocketPyError):
     """The message store cannot do what was asked (disk, format, state)."""
 

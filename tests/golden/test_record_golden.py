@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketpy.store.commit_log.properties import tags_code
+from rocketpy.common.message.properties import tags_code
 from rocketpy.store.commit_log.record import (
     MAGIC_V1,
     MAGIC_V2,

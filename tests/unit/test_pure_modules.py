@@ -17,6 +17,7 @@ PURE_GLOBS = (
     "common/codes.py",
     "common/errors.py",
     "common/properties.py",
+    "common/message/*.py",
     "remoting/protocol/**/*.py",
     "dledger/core.py",
     "dledger/messages.py",

@@ -25,20 +25,14 @@ from typing import Any, Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
-from rocketpy.broker.message import MessageConst
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
-from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.protocol.headers.broker import (
-    SendMessageRequestHeader,
-    decode_send_header,
-)
-from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
-from rocketpy.store.commit_log.batch_body import decode_batch_body
-from rocketpy.store.commit_log.properties import (
+from rocketpy.common.message.batch_body import decode_batch_body
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import (
     MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -47,6 +41,12 @@ from rocketpy.store.commit_log.properties import (
     property_value,
     waits_for_store,
 )
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.headers.broker import (
+    SendMessageRequestHeader,
+    decode_send_header,
+)
+from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
 from rocketpy.store.commit_log.put_types import MessageBatch
 from rocketpy.store.commit_log.record import MULTI_TAGS_FLAG, is_prepared_or_rollback
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
@@ -306,9 +306,12 @@ class SendMessageProcessor:
         built_for, additions = self._additions
         if built_for is not cfg:
             trace = "true" if cfg.trace_on else "false"
-            additions = (
-                f"{MessageConst.MSG_REGION}\x01{cfg.region_id}\x02{MessageConst.TRACE_ON}"
-                f"\x01{trace}\x02{MessageConst.CLUSTER}\x01{cfg.broker_cluster_name}\x02"
+            additions = encode_properties(
+                {
+                    MessageConst.MSG_REGION: cfg.region_id,
+                    MessageConst.TRACE_ON: trace,
+                    MessageConst.CLUSTER: cfg.broker_cluster_name,
+                }
             )
             self._additions = (cfg, additions)
         return text + additions, uniq

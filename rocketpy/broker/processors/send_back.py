@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Final
 
 from rocketpy.broker import topic_validator as tv
-from rocketpy.broker.message import MessageConst
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import MessageToStore, PutMessageStatus
 from rocketpy.common.codes import ResponseCode
+from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext
 from rocketpy.remoting.protocol.headers.broker import ConsumerSendMsgBackRequestHeader

@@ -1,7 +1,8 @@
 """Message properties text (message-format.md section 3): ``name \\x01 value \\x02`` pairs, the
 tags code, and the lookups the send and dispatch paths make without decoding the whole map.
 
-Owns: the properties codec and :func:`tags_code`. Pure.
+Owns: the properties codec and :func:`tags_code`, for the client, the broker and the store alike.
+Mirrors ``MessageDecoder.messageProperties2String`` / ``string2messageProperties``. Pure.
 """
 
 from __future__ import annotations
@@ -11,15 +12,11 @@ from collections.abc import Mapping
 from typing import Final
 
 from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.message.const import MessageConst
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 MAX_PROPERTIES_BYTES: Final = 32767
-
-PROPERTY_KEYS: Final = "KEYS"
-PROPERTY_TAGS: Final = "TAGS"
-PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-PROPERTY_WAIT: Final = "WAIT"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,16 +72,17 @@ def waits_for_store(wait: str | None) -> bool:
 
 
 def property_value(text: str, name: str) -> str | None:
-    """``decode_properties(text).get(name)`` without building the map."""
+    """``decode_properties(text).get(name)`` without building the map (per message on the send
+    path for ``WAIT``, per pulled record for ``UNIQ_KEY`` and ``TAGS``)."""
     named = f"{name}{NAME_VALUE_SEPARATOR}"
     if named not in text:  # the common case on the send path (WAIT)
         return None
     return _named_value(text, named)
 
 
-_TAGS_NAME: Final = f"{PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
-_KEYS_NAME: Final = f"{PROPERTY_KEYS}{NAME_VALUE_SEPARATOR}"
-_UNIQ_NAME: Final = f"{PROPERTY_UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+_TAGS_NAME: Final = f"{MessageConst.TAGS}{NAME_VALUE_SEPARATOR}"
+_KEYS_NAME: Final = f"{MessageConst.KEYS}{NAME_VALUE_SEPARATOR}"
+_UNIQ_NAME: Final = f"{MessageConst.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
 
 
 def _named_value(text: str, named: str) -> str | None:

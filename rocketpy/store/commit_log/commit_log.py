@@ -24,8 +24,8 @@ import structlog
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES
 from rocketpy.store.commit_log.allocation import SegmentAllocator
-from rocketpy.store.commit_log.properties import MAX_PROPERTIES_BYTES
 from rocketpy.store.commit_log.put_types import (
     AppendResult,
     MessageBatch,

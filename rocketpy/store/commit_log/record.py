@@ -1,8 +1,8 @@
 """The stored message record (CommitLog entry) and the offset msg id.
 
 Owns: the byte layout of message-format.md sections 1, 2, 4 and 6. Pure: no I/O. All integers
-big-endian. The properties text is :mod:`.properties`' and the batch send body
-:mod:`.batch_body`'s.
+big-endian. The properties text is :mod:`rocketpy.common.message.properties`' and the batch
+send body :mod:`rocketpy.common.message.batch_body`'s.
 
 Record layout (v1, IPv4 born and store hosts; IPv6 hosts take 16+4 bytes instead of 4+4, v2 topic
 length is an int16):
@@ -47,8 +47,8 @@ from typing import Final
 
 from typing_extensions import Buffer
 
-from rocketpy.common.errors import CodecError
-from rocketpy.store.commit_log.properties import MAX_PROPERTIES_BYTES, decode_properties
+from rocketpy.common.errors import MessageCodecError
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, decode_properties
 
 MAGIC_V1: Final = -626843481  # 0xDAA320A7
 MAGIC_V2: Final = -626843477  # 0xDAA320AB
@@ -87,10 +87,6 @@ Address = tuple[str, int]
 DispatchHint = tuple[int, int, str, int, int, int, str, int, int]
 
 
-class RecordError(CodecError):
-    """A record, batch body or message id that does not decode."""
-
-
 def body_crc(body: bytes | memoryview) -> int:
     """``UtilAll.crc32``: CRC-32 masked to 31 bits."""
     return zlib.crc32(body) & 0x7FFFFFFF
@@ -115,7 +111,7 @@ def pack_address(addr: Address) -> bytes:
     message.
 
     Raises:
-        RecordError: not an IP address.
+        MessageCodecError: not an IP address.
     """
     return _pack_address(addr, "HOST")
 
@@ -155,11 +151,11 @@ def pack_record_into(  # noqa: PLR0917 -- positional: called per append
     append path passes the arguments by position, per message.
 
     Raises:
-        RecordError: properties longer than 32767 bytes.
+        MessageCodecError: properties longer than 32767 bytes.
     """
     props_len = len(properties)
     if props_len > MAX_PROPERTIES_BYTES:
-        raise RecordError(f"properties of {props_len} bytes exceed 32767", field="PROPERTIES")
+        raise MessageCodecError(f"properties of {props_len} bytes exceed 32767", field="PROPERTIES")
     born_len = len(born_host)
     store_len = len(store_host)
     topic_len = len(topic)
@@ -191,7 +187,7 @@ def _pack_address(addr: Address, fld: str) -> bytes:
     try:
         packed = _packed_ip(addr[0])
     except ValueError as exc:
-        raise RecordError(f"bad address {addr[0]!r}", field=fld) from exc
+        raise MessageCodecError(f"bad address {addr[0]!r}", field=fld) from exc
     return packed + INT32.pack(addr[1])
 
 
@@ -259,16 +255,18 @@ def encode_record(rec: MessageRecord) -> bytes:
     """Encode ``rec``; the IPv6 sysflag bits are derived from the two addresses.
 
     Raises:
-        RecordError: topic or properties too long for their length field, or a bad address.
+        MessageCodecError: topic or properties too long for their length field, or a bad address.
     """
     topic = rec.topic.encode()
     props = rec.properties.encode()
     if len(props) > MAX_PROPERTIES_BYTES:
-        raise RecordError(f"properties of {len(props)} bytes exceed 32767", field="PROPERTIES")
+        raise MessageCodecError(
+            f"properties of {len(props)} bytes exceed 32767", field="PROPERTIES"
+        )
     if rec.magic == MAGIC_V1 and len(topic) > 127:
-        raise RecordError(f"topic of {len(topic)} bytes needs v2", field="TOPICLEN")
+        raise MessageCodecError(f"topic of {len(topic)} bytes needs v2", field="TOPICLEN")
     if rec.magic not in (MAGIC_V1, MAGIC_V2):
-        raise RecordError(f"unknown magic {rec.magic:#x}", field="MAGICCODE")
+        raise MessageCodecError(f"unknown magic {rec.magic:#x}", field="MAGICCODE")
     born_v6 = _is_v6(rec.born_host)
     store_v6 = _is_v6(rec.store_host)
     sys_flag = rec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
@@ -465,12 +463,12 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> MessageR
     """Decode one record at ``pos``, CRC checked.
 
     Raises:
-        RecordError: the bytes are not a valid record (a blank marker included).
+        MessageCodecError: the bytes are not a valid record (a blank marker included).
     """
     check = check_record(buf, pos)
     if check.record is None:
         reason = check.reason or "end-of-file blank marker"
-        raise RecordError(f"no valid record: {reason}", field="record", offset=pos)
+        raise MessageCodecError(f"no valid record: {reason}", field="record", offset=pos)
     return check.record
 
 
@@ -495,14 +493,14 @@ def decode_offset_msg_id(msg_id: str) -> tuple[Address, int]:
     """Inverse of :func:`encode_offset_msg_id` (32 hex chars for IPv4, 56 for IPv6).
 
     Raises:
-        RecordError: wrong length or not hex.
+        MessageCodecError: wrong length or not hex.
     """
     if len(msg_id) not in (32, 56):
-        raise RecordError(f"msg id of {len(msg_id)} characters", field="msgId")
+        raise MessageCodecError(f"msg id of {len(msg_id)} characters", field="msgId")
     try:
         raw = bytes.fromhex(msg_id)
     except ValueError as exc:
-        raise RecordError("msg id is not hex", field="msgId") from exc
+        raise MessageCodecError("msg id is not hex", field="msgId") from exc
     n = 4 if len(raw) == 16 else 16
     host = str(ipaddress.ip_address(raw[:n]))
     (port,) = INT32.unpack_from(raw, n)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from rocketpy.store.commit_log.properties import tags_code_of
+from rocketpy.common.message.properties import tags_code_of
 from rocketpy.store.commit_log.record import (
     BLANK,
     BLANK_MAGIC,

@@ -33,8 +33,8 @@ import structlog
 
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError, StoreError
+from rocketpy.common.message.properties import keys_of
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.commit_log.properties import keys_of
 from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
 

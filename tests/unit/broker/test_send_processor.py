@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.message.batch_body import BatchItem, encode_batch_body
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.batch_body import BatchItem, encode_batch_body
-from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.commit_log.record import decode_offset_msg_id
 from tests.unit.broker.support import Harness
 

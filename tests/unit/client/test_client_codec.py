@@ -8,18 +8,16 @@ import struct
 from rocketpy.client.codec import (
     UniqueIdGenerator,
     decode_offset_msg_id,
-    decode_properties,
     decode_records,
-    encode_batch_body,
     encode_offset_msg_id,
-    encode_properties,
 )
 from rocketpy.client.message import message_ext_from_record
 from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
 from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.message.batch_body import decode_batch_body, encode_batch_body
+from rocketpy.common.message.properties import decode_properties, encode_properties
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.batch_body import decode_batch_body
 from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, encode_record
 
 

@@ -10,17 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketpy.client.codec import (
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MIN_OFFSET,
-    MessageCodecError,
-    decode_properties,
-    decode_records,
-    encode_properties,
-    property_value,
-)
+from rocketpy.client.codec import decode_records
 from rocketpy.client.consume_service import restore_topic
 from rocketpy.client.message import MessageExt, decode_message_exts, message_ext_from_record
+from rocketpy.common.errors import MessageCodecError
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import decode_properties, encode_properties, property_value
 from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, choose_magic, encode_record
 
 # One stored record assembled field by field (message-format.md section 1, v1, IPv4 hosts).
@@ -80,7 +75,7 @@ def test_decode_message_exts_filters_tags_and_adds_offsets() -> None:
     Expected: only the b record, carrying both extra properties; its map is its own."""
     a = encode_record(MessageRecord(topic="T", queue_id=0, body=b"1", properties="TAGS\x01a\x02"))
     b = encode_record(MessageRecord(topic="T", queue_id=0, body=b"2", properties="TAGS\x01b\x02"))
-    extra = {PROPERTY_MIN_OFFSET: "0", PROPERTY_MAX_OFFSET: "7"}
+    extra = {MessageConst.MIN_OFFSET: "0", MessageConst.MAX_OFFSET: "7"}
     msgs = decode_message_exts(a + b + b, "bk", tags=frozenset({"b"}), extra_properties=extra)
     assert [m.body for m in msgs] == [b"2", b"2"]
     assert msgs[0].properties == {"TAGS": "b", "MIN_OFFSET": "0", "MAX_OFFSET": "7"}
@@ -189,7 +184,7 @@ def test_pulled_message_properties_are_decoded_on_first_use() -> None:
     Expected: the id comes from UNIQ_KEY before any map is built; the map has the record's
     properties plus the extras and equals the reference decoder's; the restored copy keeps
     every other field; a message of another topic is returned as is."""
-    extra = {PROPERTY_MIN_OFFSET: "0", PROPERTY_MAX_OFFSET: "9"}
+    extra = {MessageConst.MIN_OFFSET: "0", MessageConst.MAX_OFFSET: "9"}
     (msg,) = decode_message_exts(_GOLDEN, "broker-a", extra_properties=extra)
     assert msg._properties is None  # not built by decoding
     assert msg.msg_id == "K"

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.javahash import java_string_hash
-from rocketpy.store.commit_log.batch_body import BatchItem, decode_batch_body, encode_batch_body
-from rocketpy.store.commit_log.properties import (
+from rocketpy.common.message.batch_body import BatchItem, decode_batch_body, encode_batch_body
+from rocketpy.common.message.properties import (
     decode_properties,
     encode_properties,
     keys_of,
@@ -20,7 +21,6 @@ from rocketpy.store.commit_log.record import (
     BLANK_MAGIC,
     CheckStatus,
     MessageRecord,
-    RecordError,
     check_record,
     choose_magic,
     decode_offset_msg_id,
@@ -112,10 +112,10 @@ def test_record_valid_size_agrees_with_check_record(
 
 def test_record_decode_records_concatenated() -> None:
     """1. Concatenate two records. 2. decode_records.
-    Expected: both records in order; garbage raises RecordError."""
+    Expected: both records in order; garbage raises MessageCodecError."""
     other = MessageRecord(topic="T2", queue_id=2, body=b"x")
     assert decode_records(encode_record(REC) + encode_record(other)) == [REC, other]
-    with pytest.raises(RecordError):
+    with pytest.raises(MessageCodecError):
         decode_records(b"\0" * 16)
 
 
@@ -168,9 +168,9 @@ def test_record_batch_body_round_trip(raw: list[tuple[int, bytes, str]]) -> None
 
 
 def test_record_batch_body_truncated() -> None:
-    """1. Cut a two-item batch body short. Expected: RecordError naming a field."""
+    """1. Cut a two-item batch body short. Expected: MessageCodecError naming a field."""
     body = encode_batch_body([BatchItem(flag=0, body=b"abc", properties="A\x011\x02")] * 2)
-    with pytest.raises(RecordError) as err:
+    with pytest.raises(MessageCodecError) as err:
         decode_batch_body(body[:-3])
     assert err.value.field
 
@@ -184,7 +184,7 @@ def test_record_offset_msg_id() -> None:
     v6 = encode_offset_msg_id(("::1", 1), 7)
     assert len(v6) == 56
     assert decode_offset_msg_id(v6) == (("::1", 1), 7)
-    with pytest.raises(RecordError):
+    with pytest.raises(MessageCodecError):
         decode_offset_msg_id("ZZ" * 16)
 
 

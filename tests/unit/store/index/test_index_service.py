@@ -13,8 +13,8 @@ import pytest
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.common.errors import ConfigError, StoreError
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.commit_log.properties import encode_properties
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.index.record import is_index_file_name

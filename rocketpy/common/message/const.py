@@ -1,0 +1,34 @@
+"""Message property names (message-format.md section 3).
+
+Owns: :class:`MessageConst`, the property keys client, broker and store read or write. Mirrors
+``org.apache.rocketmq.common.message.MessageConst`` (upstream spells them ``PROPERTY_KEYS`` ..;
+the attribute here drops the prefix). Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class MessageConst:
+    """Property keys (``MessageConst``)."""
+
+    KEYS: Final = "KEYS"
+    TAGS: Final = "TAGS"
+    WAIT: Final = "WAIT"
+    DELAY: Final = "DELAY"
+    UNIQ_KEY: Final = "UNIQ_KEY"  # PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    TRAN_MSG: Final = "TRAN_MSG"
+    PGROUP: Final = "PGROUP"
+    REAL_TOPIC: Final = "REAL_TOPIC"
+    REAL_QID: Final = "REAL_QID"
+    RETRY_TOPIC: Final = "RETRY_TOPIC"
+    ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+    MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+    RECONSUME_TIME: Final = "RECONSUME_TIME"
+    CLUSTER: Final = "CLUSTER"
+    MSG_REGION: Final = "MSG_REGION"
+    TRACE_ON: Final = "TRACE_ON"
+    POP_CK: Final = "POP_CK"
+    MIN_OFFSET: Final = "MIN_OFFSET"
+    MAX_OFFSET: Final = "MAX_OFFSET"
