@@ -17,7 +17,7 @@ import pytest
 
 from rocketpy.client.admin import AdminClient, ControllerAdminClient, TopicSpec
 from rocketpy.common.codes import RequestCode, ResponseCode
-from tests.helpers.broker_client import JavaLikeClient, decode_records
+from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
 from tests.helpers.controller_mode import BROKER_KEYS, broker_addrs, controller_leader
 from tests.helpers.fuzz_campaign import (
     Target,
@@ -78,6 +78,9 @@ async def _serves_after(ns: str, master: str, slave: str, controllers: list[str]
         sent = await client.send(master, TOPIC, b"after-fuzz", queue_id=3)
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         offset = int(sent.ext("queueOffset") or -1)
+        # A consumer heartbeats its group's subscription before it pulls (else code 24).
+        beat = await client.heartbeat(master, "FuzzCheckGroup", (subscription(TOPIC),))
+        assert beat.code == ResponseCode.SUCCESS, beat.remark
         pulled = await client.pull(master, "FuzzCheckGroup", TOPIC, offset, queue_id=3)
         assert pulled.code == ResponseCode.SUCCESS, pulled.remark
         assert [m.body for m in decode_records(pulled.body or b"")][:1] == [b"after-fuzz"]
