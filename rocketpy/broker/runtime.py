@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.metrics import BrokerMetrics
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
@@ -24,6 +23,7 @@ from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
@@ -73,7 +73,7 @@ class BrokerRuntime:
     gates: dict[str, RequestGate] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)
     uniq_ids: UniqIdGenerator = field(
-        default_factory=lambda: UniqIdGenerator("127.0.0.1", os.getpid(), random.getrandbits(31))
+        default_factory=lambda: UniqIdGenerator("127.0.0.1", os.getpid(), random.getrandbits(32))
     )
 
     @property

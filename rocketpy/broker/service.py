@@ -33,7 +33,6 @@ from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
 from rocketpy.broker.long_polling import PullRequestHoldService
-from rocketpy.broker.message import UniqIdGenerator
 from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -54,6 +53,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
@@ -381,7 +381,10 @@ class BrokerService:
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
         self._store.set_store_host(self.runtime.store_host)
         self.runtime.uniq_ids = UniqIdGenerator(
-            self._config.broker_ip1, os.getpid(), self.runtime.rng.getrandbits(31)
+            self._config.broker_ip1,
+            os.getpid(),
+            self.runtime.rng.getrandbits(32),
+            now_ms=self.runtime.clock.wall_ms(),
         )
         await self.hold.start()
         if not self.runtime.is_slave and self.acting is None:

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import time
 import zlib
-from datetime import UTC, datetime
 from typing import Final
 
 from rocketpy.common.errors import MessageCodecError
@@ -188,38 +186,3 @@ def decode_records(body: bytes) -> list[RawRecord]:
         out.append(rec)
         pos += rec.store_size
     return out
-
-
-class UniqueIdGenerator:
-    """``MessageClientIDSetter``: 16 bytes as 32 uppercase hex characters.
-
-    IPv4 address (4) + pid (int16) + a per-generator hash (int32) + milliseconds since the start
-    of the current month (int32) + a counter (int16).
-    """
-
-    def __init__(self, ip: str, pid: int, salt: int) -> None:
-        packed = ipaddress.ip_address(ip).packed[-4:]
-        self._prefix = (packed + struct.pack(">hi", pid & 0x7FFF, salt & 0x7FFFFFFF)).hex().upper()
-        self._counter = 0
-        self._month_start_ms = 0
-        self._next_month_ms = 0
-
-    def _roll_month(self, now_ms: int) -> None:
-        now = datetime.fromtimestamp(now_ms / 1000, UTC)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        if start.month == 12:
-            nxt = start.replace(year=start.year + 1, month=1)
-        else:
-            nxt = start.replace(month=start.month + 1)
-        self._month_start_ms = int(start.timestamp() * 1000)
-        self._next_month_ms = int(nxt.timestamp() * 1000)
-
-    def next_id(self) -> str:
-        """A fresh id."""
-        now_ms = time.time_ns() // 1_000_000
-        if now_ms >= self._next_month_ms:
-            self._roll_month(now_ms)
-        self._counter = (self._counter + 1) & 0xFFFF
-        return (
-            f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}{self._counter:04X}"
-        )

@@ -20,7 +20,6 @@ from typing import Any, Final
 from rocketpy.client.codec import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB,
-    UniqueIdGenerator,
 )
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import Message, MessageQueue, SendResult, SendStatus
@@ -34,6 +33,7 @@ from rocketpy.common.errors import (
     RequestTimeout,
 )
 from rocketpy.common.message.batch_body import encode_batch_body
+from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
@@ -127,10 +127,11 @@ class Producer:
         self._client.producer_groups = (group,)
         self._routes = self._client.routes
         self._publish = self._routes.publish
-        self._ids = UniqueIdGenerator(
+        self._ids = UniqIdGenerator(
             self._client.client_ip,
             os.getpid(),
-            random.getrandbits(31),
+            random.getrandbits(32),
+            now_ms=time.time_ns() // 1_000_000,
         )
         # Constant SEND_MESSAGE_V2 fields, copied per send (client-flows.md section 2.2).
         self._base_ext: Final = {
@@ -177,6 +178,9 @@ class Producer:
             info = await self._routes.publish_info(topic)
         return info
 
+    def _new_id(self) -> str:
+        return self._ids.create(time.time_ns() // 1_000_000)
+
     def _encode(self, msg: Message, *, compress: bool = True) -> tuple[str, bytes, int, str]:
         """(properties, body, sysFlag, uniq id) of a single message."""
         body = msg.body
@@ -185,7 +189,7 @@ class Producer:
         if len(body) > self._max_size:
             raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
         props = msg.properties.copy()
-        uniq = props.pop(MessageConst.UNIQ_KEY, None) or self._ids.next_id()
+        uniq = props.pop(MessageConst.UNIQ_KEY, None) or self._new_id()
         if msg.tags:
             props[MessageConst.TAGS] = msg.tags
         if msg.keys:
@@ -389,7 +393,10 @@ class Producer:
         if len(body) > self._max_size:
             raise ClientError(f"the message body size over max value, MAX: {self._max_size}")
         batch_props = encode_properties(
-            {MessageConst.WAIT: "true", MessageConst.UNIQ_KEY: self._ids.next_id()}
+            {
+                MessageConst.WAIT: "true",
+                MessageConst.UNIQ_KEY: self._new_id(),
+            }
         )
         info = await self._info(topic)
         payload = _Payload(_CODE_BATCH, batch_props, body, 0, 0, ",".join(ids))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketpy.broker.filter import build_subscription, matches_tags_code, tags_hash_code
-from rocketpy.broker.message import UniqIdGenerator
+from rocketpy.common.message.client_id import UniqIdGenerator
 
 
 def test_uniq_id_generator_is_unique_and_32_hex() -> None:

@@ -6,7 +6,6 @@ import re
 import struct
 
 from rocketpy.client.codec import (
-    UniqueIdGenerator,
     decode_offset_msg_id,
     decode_records,
     encode_offset_msg_id,
@@ -16,6 +15,7 @@ from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.common.message.batch_body import decode_batch_body, encode_batch_body
+from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.properties import decode_properties, encode_properties
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, encode_record
@@ -62,8 +62,8 @@ def test_offset_msg_id_round_trip() -> None:
 
 def test_unique_ids_are_distinct_and_shaped_like_java() -> None:
     """Expected: 32 uppercase hex chars starting with the IP and pid; 1000 ids all distinct."""
-    gen = UniqueIdGenerator("10.0.0.5", 0x1234, 7)
-    ids = [gen.next_id() for _ in range(1000)]
+    gen = UniqIdGenerator("10.0.0.5", 0x1234, 7)
+    ids = [gen.create(1_700_000_000_000) for _ in range(1000)]
     assert all(re.fullmatch(r"0A0000051234[0-9A-F]{20}", i) for i in ids)
     assert len(set(ids)) == 1000
 
