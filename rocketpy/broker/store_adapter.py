@@ -39,10 +39,16 @@ from rocketpy.broker.store_api import (
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.const import MessageConst
-from rocketpy.common.message.properties import (
-    encode_properties,
-    property_value,
-    waits_for_store,
+from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.message.properties import encode_properties, property_value, waits_for_store
+from rocketpy.common.message.record import (
+    BORNHOST_V6_FLAG,
+    INT32,
+    INT64,
+    PHYSICAL_OFFSET_POS,
+    SYSFLAG_POS,
+    Address,
+    MessageRecord,
 )
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
@@ -51,16 +57,6 @@ from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import queue_key
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch
 from rocketpy.store.commit_log.put_types import MessageToStore as StoreMessage
-from rocketpy.store.commit_log.record import (
-    BORNHOST_V6_FLAG,
-    INT32,
-    INT64,
-    PHYSICAL_OFFSET_POS,
-    SYSFLAG_POS,
-    Address,
-    MessageRecord,
-    decode_record,
-)
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.message_store import MessageStore

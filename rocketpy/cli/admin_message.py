@@ -20,14 +20,13 @@ from rocketpy.cli.admin_base import command, human_ms, printf
 from rocketpy.client.admin import AdminClient, AdminError
 from rocketpy.common.errors import CodecError, RemotingError
 from rocketpy.common.message.const import MessageConst
-from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.record import (
-    COMPRESSED_FLAG,
-    MessageRecord,
+from rocketpy.common.message.decoder import (
     decode_offset_msg_id,
     decode_records,
     encode_offset_msg_id,
 )
+from rocketpy.common.message.record import COMPRESSED_FLAG, MessageRecord
+from rocketpy.remoting.protocol.body.broker import MessageQueue
 
 LONG_MAX = 2**63 - 1
 UNIQ_KEY_QUERY_MAX = 32  # MQAdminImpl.queryMessageByUniqKey asks for 32

@@ -2,42 +2,31 @@
 
 Owns: :class:`Message` (``common/message/Message``), :class:`MessageExt` (``MessageClientExt``: a
 pulled message with its ids and store coordinates), :class:`SendStatus` and :class:`SendResult`
-(``client/producer/SendResult``), and building a :class:`MessageExt` from a pulled record. Pure.
+(``client/producer/SendResult``), and building :class:`MessageExt` from a pull body (records read by
+:mod:`rocketpy.common.message.decoder`). Pure.
 """
 
 from __future__ import annotations
 
 import enum
-import socket
-import struct
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketpy.client.codec import (
-    BORNHOST_V6_FLAG,
-    COMPRESSED_FLAG,
-    MAGIC_V1,
-    MAGIC_V2,
-    STOREHOST_V6_FLAG,
-    RawRecord,
-    encode_offset_msg_id,
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.decoder import (
+    HostKey,
+    host_address,
+    offset_id_prefix,
+    offset_msg_id,
+    read_record,
     uncompress_body,
 )
-from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import decode_properties, property_value
+from rocketpy.common.message.record import COMPRESSED_FLAG
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 
 Address = tuple[str, int]
-
-#: TOTALSIZE .. BODYLEN of a record whose hosts are both IPv4 (codec.py's table), each host read
-#: as one uint64 (address << 32 | port) so it can key the host caches.
-_V4_HEAD: Final = struct.Struct(">iiiiiqqiqQqQiqi")
-_V4_HEAD_SIZE: Final = _V4_HEAD.size
-_INT8: Final = struct.Struct(">b")
-_INT16: Final = struct.Struct(">h")
-_V6_HOSTS: Final = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
-_UINT64_MASK: Final = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(slots=True, kw_only=True)
@@ -219,60 +208,11 @@ _EXT_FIELDS: Final = (
 )
 
 
-def message_ext_from_record(rec: RawRecord, broker_name: str) -> MessageExt:
-    """Build a :class:`MessageExt` from a decoded record (body uncompressed, properties parsed)."""
-    props = decode_properties(rec.properties)
-    offset_id = encode_offset_msg_id(rec.store_host, rec.physical_offset)
-    return MessageExt(
-        topic=rec.topic,
-        body=uncompress_body(rec.body, rec.sys_flag),
-        properties=props,
-        msg_id=props.get(MessageConst.UNIQ_KEY) or offset_id,
-        offset_msg_id=offset_id,
-        broker_name=broker_name,
-        queue_id=rec.queue_id,
-        queue_offset=rec.queue_offset,
-        commit_log_offset=rec.physical_offset,
-        store_size=rec.store_size,
-        flag=rec.flag,
-        sys_flag=rec.sys_flag,
-        born_timestamp=rec.born_timestamp,
-        born_host=rec.born_host,
-        store_timestamp=rec.store_timestamp,
-        store_host=rec.store_host,
-        reconsume_times=rec.reconsume_times,
-        prepared_transaction_offset=rec.prepared_transaction_offset,
-    )
-
-
-#: Memo of IPv4 hosts read as ``address << 32 | port``: their ``(ip, port)`` tuple and the
-#: offset-id characters of a store host. Few distinct keys (brokers, producer connections);
-#: cleared when it grows past :data:`_HOST_MEMO_MAX`. Only this module touches it.
-_HOSTS: Final[dict[int, Address]] = {}
-_ID_PREFIXES: Final[dict[int, str]] = {}
-_HOST_MEMO_MAX: Final = 4096
-
-
-def _host(key: int) -> Address:
-    """The ``(ip, port)`` of ``key``, memoised."""
-    if len(_HOSTS) >= _HOST_MEMO_MAX:
-        _HOSTS.clear()
-    addr = _HOSTS[key] = (socket.inet_ntoa((key >> 32).to_bytes(4, "big")), key & 0xFFFFFFFF)
-    return addr
-
-
-def _id_prefix(key: int) -> str:
-    """The first 16 offset-id characters of store host ``key``, memoised."""
-    if len(_ID_PREFIXES) >= _HOST_MEMO_MAX:
-        _ID_PREFIXES.clear()
-    prefix = _ID_PREFIXES[key] = f"{key:016X}"
-    return prefix
-
-
 class _PullBodyReader:
-    """Decodes the IPv4-host records of one pull body."""
+    """Decodes the records of one pull body. Its records share a few hosts: their addresses and
+    offset-id prefixes are looked up once per body."""
 
-    __slots__ = ("_broker_name", "_extra", "_tags")
+    __slots__ = ("_broker_name", "_extra", "_hosts", "_prefixes", "_tags")
 
     def __init__(
         self,
@@ -283,62 +223,34 @@ class _PullBodyReader:
         self._broker_name = broker_name
         self._tags = tags
         self._extra = extra
+        self._hosts: dict[HostKey, Address] = {}
+        self._prefixes: dict[HostKey, str] = {}
 
     def read(self, data: bytes, pos: int) -> tuple[MessageExt | None, int]:
         """The record at ``pos`` (None when its tag is filtered out) and where it ends.
 
         Raises:
-            ValueError: an IPv6 host (not handled here), bad magic or size, a negative length,
-                bad UTF-8, or lengths that disagree with TOTALSIZE.
-            struct.error: a field past the end.
+            MessageCodecError: the record does not decode.
         """
         (
-            size,
-            magic,
-            _crc,
-            qid,
-            flag,
-            qoff,
-            phys,
-            sys_flag,
-            born_ts,
-            born,
-            store_ts,
-            store,
-            reconsume,
-            prepared,
-            body_len,
-        ) = _V4_HEAD.unpack_from(data, pos)
+            size, _, _, qid, flag, qoff, phys, sys_flag, born_ts, born, store_ts, store,
+            reconsume, prepared, body_at, body_len, topic, text,
+        ) = read_record(data, pos)  # fmt: skip
         rec_end = pos + size
-        if sys_flag & _V6_HOSTS or size <= 0 or rec_end > len(data):
-            raise ValueError("not a complete IPv4-host record")
-        at = pos + _V4_HEAD_SIZE
-        payload = data[at : at + body_len]
-        at += body_len
-        if magic == MAGIC_V1:
-            (topic_len,) = _INT8.unpack_from(data, at)
-            at += 1
-        elif magic == MAGIC_V2:
-            (topic_len,) = _INT16.unpack_from(data, at)
-            at += 2
-        else:
-            raise ValueError(f"magic {magic & 0xFFFFFFFF:#x}")
-        topic = data[at : at + topic_len].decode()
-        at += topic_len
-        (props_len,) = _INT16.unpack_from(data, at)
-        if body_len < 0 or topic_len < 0 or props_len < 0 or at + 2 + props_len != rec_end:
-            raise ValueError("record size disagrees with its fields")
         # The properties map is built only if the consumer reads it (MessageExt.properties).
-        text = data[at + 2 : rec_end].decode()
         if self._tags is not None and property_value(text, MessageConst.TAGS) not in self._tags:
             return None, rec_end
-        extra = self._extra
+        payload = data[body_at : body_at + body_len]
         if sys_flag & COMPRESSED_FLAG:
             payload = uncompress_body(payload, sys_flag)
-        born_host = _HOSTS.get(born) or _host(born)
-        store_host = _HOSTS.get(store) or _host(store)
-        prefix = _ID_PREFIXES.get(store) or _id_prefix(store)
-        offset_id = f"{prefix}{phys & _UINT64_MASK:016X}"
+        hosts = self._hosts
+        born_host = hosts.get(born) or hosts.setdefault(born, host_address(born))
+        store_host = hosts.get(store) or hosts.setdefault(store, host_address(store))
+        prefix = self._prefixes.get(store) or self._prefixes.setdefault(
+            store, offset_id_prefix(store)
+        )
+        offset_id = offset_msg_id(prefix, phys)
+        extra = self._extra
         if extra and MessageConst.UNIQ_KEY in extra:
             uniq: str | None = extra[MessageConst.UNIQ_KEY]
         else:
@@ -358,12 +270,9 @@ def decode_message_exts(
     tags: Collection[str] | None = None,
     extra_properties: Mapping[str, str] | None = None,
 ) -> list[MessageExt]:
-    """The records of a PULL_MESSAGE body as :class:`MessageExt` in one pass.
-
-    Gives what :func:`decode_records` + :func:`message_ext_from_record` give, faster: a record
-    whose hosts are both IPv4 (the common case) takes one struct unpack and cached host tuples
-    and offset-id prefixes. Any other record (IPv6 hosts, or one that does not decode) goes
-    through :class:`RawRecord`, which decodes it or raises with the field and offset.
+    """The records of a PULL_MESSAGE body as :class:`MessageExt` in one pass (``MessageDecoder.
+    decodes`` then ``processPullResult``): bodies uncompressed, ``msg_id`` the ``UNIQ_KEY`` or
+    else the offset id, the properties map built on first use.
 
     Args:
         body: records back to back.
@@ -375,20 +284,11 @@ def decode_message_exts(
         MessageCodecError: a record does not decode.
     """
     out: list[MessageExt] = []
-    reader = _PullBodyReader(broker_name, tags, extra_properties)
-    read, end = reader.read, len(body)
+    read = _PullBodyReader(broker_name, tags, extra_properties).read
+    end = len(body)
     pos = 0
     while pos < end:
-        try:
-            msg, pos = read(body, pos)
-        except (struct.error, ValueError):
-            rec = RawRecord(memoryview(body), pos)
-            pos += rec.store_size
-            msg = message_ext_from_record(rec, broker_name)
-            if tags is not None and msg.tags not in tags:
-                continue
-            if extra_properties:
-                msg.properties.update(extra_properties)
+        msg, pos = read(body, pos)
         if msg is not None:
             out.append(msg)
     return out
@@ -438,5 +338,4 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "decode_message_exts",
-    "message_ext_from_record",
 ]

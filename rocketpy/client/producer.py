@@ -17,10 +17,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from rocketpy.client.codec import (
-    COMPRESSED_FLAG,
-    COMPRESSION_ZLIB,
-)
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import Message, MessageQueue, SendResult, SendStatus
 from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
@@ -36,6 +32,7 @@ from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
+from rocketpy.common.message.record import COMPRESSED_FLAG, COMPRESSION_ZLIB
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]

@@ -17,16 +17,12 @@ from dataclasses import dataclass
 import structlog
 
 from rocketpy.common.clock import Clock, SystemClock
+from rocketpy.common.message.record import INT32, Address, is_prepared_or_rollback
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch, MessageToStore
-from rocketpy.store.commit_log.record import (
-    INT32,
-    Address,
-    is_prepared_or_rollback,
-    valid_record_size,
-)
+from rocketpy.store.commit_log.record import valid_record_size
 from rocketpy.store.commit_log.recovery import (
     PROGRESS_INTERVAL_S,
     RecoveryResult,

@@ -35,13 +35,13 @@ from typing import Any
 
 from rocketpy.common import aio
 from rocketpy.common.aio import wait_until
+from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.store.commit_log.put_types import (
     AppendResult,
     MessageBatch,
     MessageToStore,
     PutStatus,
 )
-from rocketpy.store.commit_log.record import MessageRecord, encode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.mapped_file import allocate_blocks

@@ -7,16 +7,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketpy.common.message.decoder import decode_record
 from rocketpy.common.message.properties import tags_code
-from rocketpy.store.commit_log.record import (
-    MAGIC_V1,
-    MAGIC_V2,
-    CheckStatus,
-    MessageRecord,
-    check_record,
-    decode_record,
-    encode_record,
-)
+from rocketpy.common.message.record import MAGIC_V1, MAGIC_V2, MessageRecord, encode_record
+from rocketpy.store.commit_log.record import CheckStatus, check_record
 from rocketpy.store.consume_queue.reput import scan_record
 
 HERE = Path(__file__).parent / "store"

@@ -17,6 +17,7 @@ from rocketpy.broker.store_api import StoredMessage
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.common.message.batch_body import BatchItem, encode_batch_body
+from rocketpy.common.message.decoder import decode_record
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.body.broker import (
     LockBatchRequestBody,
@@ -33,7 +34,6 @@ from rocketpy.remoting.protocol.body.heartbeat import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
-from rocketpy.store.commit_log.record import decode_record
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2

@@ -25,6 +25,16 @@ from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES
+from rocketpy.common.message.record import (
+    BORNHOST_V6_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOST_V6_FLAG,
+    Address,
+    is_prepared_or_rollback,
+    pack_address,
+    record_struct,
+)
 from rocketpy.store.commit_log.allocation import SegmentAllocator
 from rocketpy.store.commit_log.put_types import (
     AppendResult,
@@ -34,20 +44,7 @@ from rocketpy.store.commit_log.put_types import (
     batch_fields_fit,
     fields_fit,
 )
-from rocketpy.store.commit_log.record import (
-    BLANK,
-    BLANK_MAGIC,
-    BLANK_SIZE,
-    BORNHOST_V6_FLAG,
-    MAGIC_V1,
-    MAGIC_V2,
-    STOREHOST_V6_FLAG,
-    Address,
-    DispatchHint,
-    is_prepared_or_rollback,
-    pack_address,
-    record_struct,
-)
+from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE, DispatchHint
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from rocketpy.common.message.record import Address
 from rocketpy.common.types import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
-from rocketpy.store.commit_log.record import Address
 
 
 class PutStatus(enum.Enum):

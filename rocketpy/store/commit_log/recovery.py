@@ -31,14 +31,14 @@ from typing import Final
 
 import structlog
 
-from rocketpy.store.commit_log.record import (
+from rocketpy.common.message.record import (
     BORNHOST_V6_FLAG,
     INT32,
     INT64,
     STORE_TIMESTAMP_POS_V4,
     SYSFLAG_POS,
-    valid_record_size,
 )
+from rocketpy.store.commit_log.record import valid_record_size
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile, offset_to_file_name
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 

@@ -14,24 +14,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from rocketpy.common.errors import MessageCodecError
+from rocketpy.common.message.decoder import read_record
 from rocketpy.common.message.properties import tags_code_of
-from rocketpy.store.commit_log.record import (
-    BLANK,
-    BLANK_MAGIC,
-    BLANK_SIZE,
-    BORNHOST_V6_FLAG,
-    HEAD,
-    INT16,
-    INT32,
-    INT64,
-    MAGIC_V1,
-    MAGIC_V2,
-    MIDDLE,
-    STOREHOST_V6_FLAG,
-    DispatchHint,
-    body_crc,
-    is_prepared_or_rollback,
-)
+from rocketpy.common.message.record import INT32, is_prepared_or_rollback
+from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE, DispatchHint
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue
@@ -74,39 +61,16 @@ def scan_record(
     view: memoryview, offset: int, *, check_crc: bool
 ) -> tuple[DispatchRequest | None, int]:
     """``checkMessageAndReturnSize`` on the record at the start of ``view``, decoding only what a
-    dispatch needs (the body is skipped unless its CRC is checked; hosts are skipped): (request,
+    dispatch needs (the body is not copied; its CRC is checked when ``check_crc``): (request,
     size); (None, 0) blank; (None, -1) invalid or incomplete."""
-    total, magic = BLANK.unpack_from(view, 0)
-    if magic == BLANK_MAGIC:
-        return None, 0
-    if magic not in (MAGIC_V1, MAGIC_V2) or total < HEAD.size or total > len(view):
-        return None, -1
     try:
-        (_, _, crc, queue_id, _, queue_offset, _, sys_flag, _) = HEAD.unpack_from(view, 0)
-        pos = HEAD.size + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
-        (store_ts,) = INT64.unpack_from(view, pos)
-        pos += 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
-        _, prepared, body_len = MIDDLE.unpack_from(view, pos)
-        pos += MIDDLE.size
-        if body_len < 0 or pos + body_len > total:
-            return None, -1
-        if check_crc and body_crc(view[pos : pos + body_len]) != crc:
-            return None, -1
-        pos += body_len
-        if magic == MAGIC_V2:
-            (topic_len,) = INT16.unpack_from(view, pos)
-            pos += 2
-        else:
-            topic_len = view[pos]
-            pos += 1
-        topic = str(view[pos : pos + topic_len], "utf-8")
-        pos += topic_len
-        (props_len,) = INT16.unpack_from(view, pos)
-        pos += 2
-        if topic_len < 0 or props_len < 0 or pos + props_len != total:
-            return None, -1
-        properties = str(view[pos : pos + props_len], "utf-8")
-    except (struct.error, ValueError, UnicodeDecodeError):
+        if BLANK.unpack_from(view, 0)[1] == BLANK_MAGIC:
+            return None, 0
+        (
+            total, _, _, queue_id, _, queue_offset, _, sys_flag, _, _, store_ts, _, _, prepared,
+            _, _, topic, properties,
+        ) = read_record(view, 0, check_crc=check_crc)  # fmt: skip
+    except (struct.error, MessageCodecError):
         return None, -1
     return (
         DispatchRequest(

@@ -10,10 +10,10 @@ from rocketpy.common import fastjson
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.message.batch_body import BatchItem
+from rocketpy.common.message.decoder import decode_offset_msg_id
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.namesrv.service import NamesrvService
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.record import decode_offset_msg_id
 from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
 from tests.integration.broker.conftest import BrokerFactory, dispatched
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rocketpy.common.aio import wait_until
-from rocketpy.store.commit_log.record import decode_record
+from rocketpy.common.message.decoder import decode_record
 from rocketpy.store.message_store import MessageStore
 
 from .crash_child import body, config

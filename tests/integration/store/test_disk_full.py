@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.common.message.decoder import decode_record
 from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
-from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 

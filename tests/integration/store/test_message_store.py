@@ -11,8 +11,9 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
+from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.message.record import encode_record
 from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutStatus
-from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.dispatch import DispatchRequest
@@ -441,4 +442,34 @@ async def test_message_store_batch_runs_build_units_and_tell_arrival_once_per_ta
         assert told == expected
         assert store.max_offset_in_queue("TopicTest", 0) == 35
         assert store.max_offset_in_queue("TopicTest", 1) == 11
+        await store.stop()
+
+
+async def test_message_store_append_writes_what_encode_record_writes(tmp_path: Path) -> None:
+    """1. Start a store; put a single message with an IPv4 born host, one with an IPv6 born host
+    and a 200-byte topic (v2), and a batch of two. 2. Read each record's bytes back by offset.
+    Expected: the CommitLog's append wrote exactly what encode_record makes of the decoded
+    record (the append path packs the same record_struct layout)."""
+    async with asyncio.timeout(20):
+        store = MessageStore(_config(tmp_path))
+        await store.start()
+        results = [
+            await store.put_message(_msg(1)),
+            await store.put_message(
+                MessageToStore(  # a v2 record with an IPv6 born host
+                    topic="t" * 200,
+                    queue_id=0,
+                    body=b"v6",
+                    born_timestamp=7,
+                    born_host=("::1", 4321),
+                    properties="TAGS\x01x\x02",
+                )
+            ),
+        ]
+        batch = await store.put_batch(_batch([2, 3]))
+        offsets = [r.wrote_offset for r in results] + [batch.wrote_offset]
+        for offset in offsets:
+            raw = store.look_message_by_offset(offset)
+            assert raw is not None
+            assert raw == encode_record(decode_record(raw))
         await store.stop()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from rocketpy.common.aio import wait_until
+from rocketpy.common.message.decoder import decode_record
 from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
-from rocketpy.store.commit_log.record import decode_record
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.unit import UNIT_SIZE, CqUnit

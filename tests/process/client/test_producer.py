@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from rocketpy.broker.store_api import StoredMessage
-from rocketpy.client.codec import decode_offset_msg_id
 from rocketpy.client.message import Message, MessageQueue, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.common.errors import ClientError
+from rocketpy.common.message.decoder import decode_offset_msg_id
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.cluster import Cluster, unique
 

@@ -31,11 +31,12 @@ from rocketpy.broker.store_api import (
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
+from rocketpy.common.message.decoder import encode_offset_msg_id
 from rocketpy.common.message.properties import decode_properties, encode_properties
+from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
 from rocketpy.store.commit_log.put_types import MessageBatch
-from rocketpy.store.commit_log.record import MessageRecord, encode_offset_msg_id, encode_record
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]

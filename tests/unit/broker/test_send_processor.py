@@ -8,9 +8,9 @@ import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.message.batch_body import BatchItem, encode_batch_body
+from rocketpy.common.message.decoder import decode_offset_msg_id
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.store.commit_log.record import decode_offset_msg_id
 from tests.unit.broker.support import Harness
 
 MakeHarness = Callable[..., Harness]

@@ -5,20 +5,16 @@ from __future__ import annotations
 import re
 import struct
 
-from rocketpy.client.codec import (
-    decode_offset_msg_id,
-    decode_records,
-    encode_offset_msg_id,
-)
-from rocketpy.client.message import message_ext_from_record
+from rocketpy.client.message import decode_message_exts
 from rocketpy.client.rebalance import allocate_averagely
 from rocketpy.client.route_cache import TopicPublishInfo
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.common.message.batch_body import decode_batch_body, encode_batch_body
 from rocketpy.common.message.client_id import UniqIdGenerator
+from rocketpy.common.message.decoder import decode_offset_msg_id, encode_offset_msg_id
 from rocketpy.common.message.properties import decode_properties, encode_properties
+from rocketpy.common.message.record import MAGIC_V2, MessageRecord, encode_record
 from rocketpy.remoting.protocol.body.broker import MessageQueue
-from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, encode_record
 
 
 def test_properties_round_trip_and_malformed_segments() -> None:
@@ -96,8 +92,7 @@ def test_pulled_records_decode_into_message_ext() -> None:
         magic=MAGIC_V2,
         **common,
     )
-    recs = decode_records(first + encode_record(b))
-    msgs = [message_ext_from_record(r, "broker-a") for r in recs]
+    msgs = decode_message_exts(first + encode_record(b), "broker-a")
     assert [m.body for m in msgs] == [b"x", b"yz"]
     assert msgs[0].msg_id == "U1"
     assert (

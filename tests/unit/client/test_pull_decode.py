@@ -1,5 +1,5 @@
-"""decode_message_exts (the consumer's one-pass pull-body decoder) against the reference path
-(decode_records + message_ext_from_record) and the store's record encoder."""
+"""decode_message_exts (the consumer's one-pass pull-body decoder) against a reference path
+(the shared decode_records, then MessageExt built field by field) and the record encoder."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketpy.client.codec import decode_records
 from rocketpy.client.consume_service import restore_topic
-from rocketpy.client.message import MessageExt, decode_message_exts, message_ext_from_record
+from rocketpy.client.message import MessageExt, decode_message_exts
 from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.decoder import decode_records, encode_offset_msg_id, uncompress_body
 from rocketpy.common.message.properties import decode_properties, encode_properties, property_value
-from rocketpy.store.commit_log.record import MAGIC_V2, MessageRecord, choose_magic, encode_record
+from rocketpy.common.message.record import MAGIC_V2, MessageRecord, choose_magic, encode_record
 
 # One stored record assembled field by field (message-format.md section 1, v1, IPv4 hosts).
 _GOLDEN = bytes.fromhex(
@@ -42,7 +42,37 @@ _GOLDEN = bytes.fromhex(
 
 
 def _reference(body: bytes, broker: str) -> list[MessageExt]:
-    return [message_ext_from_record(r, broker) for r in decode_records(body)]
+    """MessageExt built field by field from each decoded MessageRecord (no CRC: a client's)."""
+    out: list[MessageExt] = []
+    pos = 0
+    for rec in decode_records(body, check_crc=False):
+        (size,) = struct.unpack_from(">i", body, pos)
+        pos += size
+        props = decode_properties(rec.properties)
+        offset_id = encode_offset_msg_id(rec.store_host, rec.physical_offset)
+        out.append(
+            MessageExt(
+                topic=rec.topic,
+                body=uncompress_body(rec.body, rec.sys_flag),
+                properties=props,
+                msg_id=props.get(MessageConst.UNIQ_KEY) or offset_id,
+                offset_msg_id=offset_id,
+                broker_name=broker,
+                queue_id=rec.queue_id,
+                queue_offset=rec.queue_offset,
+                commit_log_offset=rec.physical_offset,
+                store_size=size,
+                flag=rec.flag,
+                sys_flag=rec.sys_flag,
+                born_timestamp=rec.born_timestamp,
+                born_host=rec.born_host,
+                store_timestamp=rec.store_timestamp,
+                store_host=rec.store_host,
+                reconsume_times=rec.reconsume_times,
+                prepared_transaction_offset=rec.prepared_transaction_offset,
+            )
+        )
+    return out
 
 
 def test_decode_message_exts_golden_record_matches_reference() -> None:

@@ -9,6 +9,11 @@ from hypothesis import strategies as st
 from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.common.message.batch_body import BatchItem, decode_batch_body, encode_batch_body
+from rocketpy.common.message.decoder import (
+    decode_offset_msg_id,
+    decode_records,
+    encode_offset_msg_id,
+)
 from rocketpy.common.message.properties import (
     decode_properties,
     encode_properties,
@@ -17,20 +22,12 @@ from rocketpy.common.message.properties import (
     tags_code,
     tags_code_of,
 )
+from rocketpy.common.message.record import MessageRecord, choose_magic, encode_record
 from rocketpy.store.commit_log.record import (
     BLANK_MAGIC,
     CheckStatus,
-    MessageRecord,
     check_record,
-    choose_magic,
-    decode_offset_msg_id,
-    decode_records,
     encode_blank,
-    encode_offset_msg_id,
-    encode_record,
-    pack_address,
-    pack_record_into,
-    record_length,
     valid_record_size,
 )
 
@@ -186,37 +183,3 @@ def test_record_offset_msg_id() -> None:
     assert decode_offset_msg_id(v6) == (("::1", 1), 7)
     with pytest.raises(MessageCodecError):
         decode_offset_msg_id("ZZ" * 16)
-
-
-@given(
-    topic=st.text(min_size=1, max_size=200),
-    body=st.binary(max_size=300),
-    props=st.text(max_size=100),
-    v6=st.booleans(),
-    queue_offset=st.integers(0, 2**62),
-)
-def test_record_pack_into_matches_encode(
-    topic: str, body: bytes, props: str, v6: bool, queue_offset: int
-) -> None:
-    """1. Encode a record with encode_record. 2. Write the same fields with pack_record_into
-    (the append path). Expected: identical bytes and TOTALSIZE == record_length."""
-    born = ("::1", 7) if v6 else ("10.1.2.3", 7)
-    store = ("127.0.0.1", 10911)
-    rec = MessageRecord(
-        topic=topic, queue_id=3, body=body, flag=9, queue_offset=queue_offset,
-        physical_offset=4096, sys_flag=0, born_timestamp=11, born_host=born,
-        store_timestamp=12, store_host=store, reconsume_times=1,
-        prepared_transaction_offset=5, properties=props, magic=choose_magic(topic.encode()),
-    )  # fmt: skip
-    expected = encode_record(rec)
-    buf = bytearray(len(expected) + 10)
-    total = pack_record_into(
-        buf, 10, topic=topic.encode(), queue_id=3, body=body, flag=9,
-        queue_offset=queue_offset, sys_flag=0, born_timestamp=11, born_host=pack_address(born),
-        store_timestamp=12, store_host=pack_address(store), reconsume_times=1,
-        prepared_transaction_offset=5, properties=props.encode(), physical_offset=4096,
-    )  # fmt: skip
-    assert total == len(expected)
-    assert bytes(buf[10:]) == expected
-    lengths = (topic.encode(), body, props.encode(), pack_address(born), pack_address(store))
-    assert record_length(*lengths) == total
