@@ -34,6 +34,12 @@ from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.common.message.record import COMPRESSED_FLAG, COMPRESSION_ZLIB
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
+from rocketpy.remoting.protocol.headers.base import ext_encoder
+from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
+
+#: The SendMessageRequestHeaderV2 fields set per send, in the order _request passes them: topic,
+#: queue id, sys flag, born timestamp, flag, properties, batch, broker name.
+_SEND_HEADER_FIELDS: Final = ("b", "e", "f", "g", "h", "i", "m", "n")
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 """``MessageQueueSelector.select(mqs, msg, arg)``: pick one of the topic's publish queues."""
@@ -130,17 +136,13 @@ class Producer:
             random.getrandbits(32),
             now_ms=time.time_ns() // 1_000_000,
         )
-        # Constant SEND_MESSAGE_V2 fields, copied per send (client-flows.md section 2.2).
-        self._base_ext: Final = {
-            "a": group,
-            "c": DEFAULT_TOPIC,
-            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-            "f": "0",
-            "h": "0",
-            "j": "0",
-            "k": "false",
-            "m": "false",
-        }
+        # SEND_MESSAGE_V2's header (client-flows.md section 2.2): the constant fields rendered
+        # once, the per-message ones per send.
+        template = SendMessageRequestHeaderV2(
+            a=group, b="", c=DEFAULT_TOPIC, d=DEFAULT_TOPIC_QUEUE_NUMS, e=0, f=0, g=0, h=0, j=0,
+            k=False, m=False,
+        )  # fmt: skip
+        self._send_header: Final = ext_encoder(template, _SEND_HEADER_FIELDS)
 
     @property
     def client_id(self) -> str:
@@ -202,18 +204,10 @@ class Producer:
         return encode_properties(props), body, sys_flag, uniq
 
     def _request(self, mq: MessageQueue, p: _Payload) -> RemotingCommand:
-        ext = self._base_ext.copy()
-        ext["b"] = mq.topic
-        ext["e"] = str(mq.queue_id)
-        ext["g"] = str(time.time_ns() // 1_000_000)
-        ext["i"] = p.props
-        ext["n"] = mq.broker_name
-        if p.sys_flag:
-            ext["f"] = str(p.sys_flag)
-        if p.flag:
-            ext["h"] = str(p.flag)
-        if p.code == _CODE_BATCH:
-            ext["m"] = "true"
+        ext = self._send_header(
+            mq.topic, mq.queue_id, p.sys_flag, time.time_ns() // 1_000_000, p.flag, p.props,
+            p.code == _CODE_BATCH, mq.broker_name,
+        )  # fmt: skip
         return RemotingCommand(
             code=p.code,
             language=_LANGUAGE,

@@ -27,9 +27,14 @@ from typing import Any
 from rocketpy.client.message import Message, MessageExt, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
+from rocketpy.remoting.protocol.headers.base import ext_encoder
+from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
 from rocketpy.tools.loadgen import (
     Latencies,
     Result,
@@ -254,22 +259,15 @@ async def run_consumer(
 def send_frames(topic: str, size: int, count: int, batch: int = 1) -> list[bytes]:
     """``count`` SEND_MESSAGE_V2 frames (distinct opaques) as the Java client encodes them."""
     body = _body(size)
+    template = SendMessageRequestHeaderV2(
+        a="benchmark_producer", b=topic, c=DEFAULT_TOPIC, d=DEFAULT_TOPIC_QUEUE_NUMS, e=0, f=0,
+        g=0, h=0, j=0, k=False, m=False,
+    )  # fmt: skip
+    header = ext_encoder(template, ("e", "g", "i"))
     frames = []
     for i in range(count):
-        ext = {
-            "a": "benchmark_producer",
-            "b": topic,
-            "c": "TBW102",
-            "d": "4",
-            "e": str(i % 4),
-            "f": "0",
-            "g": str(int(time.time() * 1000)),
-            "h": "0",
-            "i": f"UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02",
-            "j": "0",
-            "k": "false",
-            "m": "false",
-        }
+        props = {MessageConst.UNIQ_KEY: f"{i:032X}", MessageConst.WAIT: "true"}
+        ext = header(i % 4, int(time.time() * 1000), encode_properties(props))
         cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
         frames.append(encode_frame(cmd))
     if batch != 1:

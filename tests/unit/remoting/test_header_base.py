@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
 
 from rocketpy.common.errors import CodecError
-from rocketpy.remoting.protocol.headers.base import MissingHeaderField, from_ext, to_ext, wire
+from rocketpy.remoting.protocol.headers.base import (
+    MissingHeaderField,
+    ext_encoder,
+    from_ext,
+    to_ext,
+    wire,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,6 +29,20 @@ def test_header_to_ext_renders_java_strings() -> None:
     """Ints in decimal, booleans lowercase, None omitted."""
     h = _Header(topic="T", queue_id=3, compressed=True)
     assert to_ext(h) == {"topic": "T", "queueId": "3", "compressed": "true"}
+
+
+def test_header_ext_encoder_renders_fields_over_the_template() -> None:
+    """1. An encoder of queue_id and compressed over a template header. 2. Encode two sets of
+    values. 3. Ask for a field the class does not have.
+    Expected: to_ext of the template with those fields replaced, each time; TypeError."""
+    template = _Header(topic="T", queue_id=0, broker_id=7)
+    encode = ext_encoder(template, ("queue_id", "compressed"))
+    for queue_id, compressed in ((3, True), (0, False)):
+        want = to_ext(dataclasses.replace(template, queue_id=queue_id, compressed=compressed))
+        assert encode(queue_id, compressed) == want
+    assert encode(3, True) == {"topic": "T", "queueId": "3", "brokerId": "7", "compressed": "true"}
+    with pytest.raises(TypeError, match="nope"):
+        ext_encoder(template, ("nope",))
 
 
 def test_header_from_ext_parses_like_java() -> None:

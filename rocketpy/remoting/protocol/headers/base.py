@@ -1,11 +1,12 @@
 """Typed custom headers and their one conversion to and from ``extFields``.
 
 Owns: :func:`wire` (declares a header field's upstream name and whether it is mandatory),
-:func:`to_ext` and :func:`from_ext`. Mirrors ``RemotingCommand.makeCustomHeaderToNet`` and
-``decodeCommandCustomHeader`` (spec remoting.md section 4): values travel as strings; integers in
-decimal; booleans ``true``/``false`` (decoding as Java's ``Boolean.parseBoolean``); ``None`` fields
-are omitted. Project rule: a missing mandatory field raises :class:`MissingHeaderField` (answered as
-SYSTEM_ERROR naming the field); a value that does not parse raises :class:`CodecError` naming it.
+:func:`to_ext` (and :func:`ext_encoder`, its form for per-message requests) and :func:`from_ext`.
+Mirrors ``RemotingCommand.makeCustomHeaderToNet`` and ``decodeCommandCustomHeader`` (spec
+remoting.md section 4): values travel as strings; integers in decimal; booleans ``true``/``false``
+(decoding as Java's ``Boolean.parseBoolean``); ``None`` fields are omitted. Project rule: a
+missing mandatory field raises :class:`MissingHeaderField` (answered as SYSTEM_ERROR naming the
+field); a value that does not parse raises :class:`CodecError` naming it.
 
 A header is a frozen, slotted, keyword-only dataclass whose fields are declared with :func:`wire`::
 
@@ -154,6 +155,41 @@ def to_ext(header: object) -> dict[str, str]:
         if value is not None:
             ext[name] = _render(value)
     return ext
+
+
+#: How a compiled encoder renders a value of each field type inline (what :func:`_render` does).
+_INLINE_RENDER: Final[dict[Callable[[str], Any], str]] = {
+    _parse_bool: "'true' if {v} else 'false'",
+    _parse_int: "str({v})",
+    _parse_float: "_render({v})",
+    _identity: "{v}",
+}
+
+
+def ext_encoder(template: object, fields: tuple[str, ...]) -> Callable[..., dict[str, str]]:
+    """An ``extFields`` encoder for a request made per message (SEND_MESSAGE_V2), where building
+    a frozen header and running :func:`to_ext` would cost more than the send: ``to_ext(template)``
+    is rendered once, and a call renders only ``fields``, given positionally in that order, over
+    a copy of it. ``encode(*values) == to_ext(dataclasses.replace(template, **dict(zip(fields,
+    values))))`` for values of the fields' declared types (None is not one: what is absent stays
+    in the template).
+
+    Raises:
+        TypeError: a name in ``fields`` is not a wire field of the template's class.
+    """
+    specs = {attr: (name, parser) for attr, name, parser, _ in _specs(type(template))}
+    unknown = [f for f in fields if f not in specs]
+    if unknown:
+        raise TypeError(f"{type(template).__name__} has no wire fields {unknown}")
+    lines = [f"def encode({', '.join(fields)}):", "    _ext = _base.copy()"]
+    for attr in fields:
+        name, parser = specs[attr]
+        lines.append(f"    _ext[{name!r}] = {_INLINE_RENDER[parser].format(v=attr)}")
+    lines.append("    return _ext")
+    namespace: dict[str, Any] = {"_base": to_ext(template), "_render": _render}
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the dataclass fields only
+    encoder: Callable[..., dict[str, str]] = namespace["encode"]
+    return encoder
 
 
 def from_ext(cls: type[T], ext: Mapping[str, str] | None) -> T:
