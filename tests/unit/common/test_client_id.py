@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
+import time
 
 from rocketpy.common.message.client_id import UniqIdGenerator
 
 _NOW_MS = 1_700_000_000_000
 
 
-def _month_start_ms(now_ms: int) -> int:
-    local = dt.datetime.fromtimestamp(now_ms / 1000)
-    return int(local.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp() * 1000)
+def _local_month_start_ms(now_ms: int, months_on: int = 0) -> int:
+    """00:00 local time on the 1st of ``now_ms``'s month (``months_on`` later), by mktime."""
+    t = time.localtime(now_ms / 1000)
+    return int(time.mktime((t.tm_year, t.tm_mon + months_on, 1, 0, 0, 0, 0, 0, -1)) * 1000)
 
 
 def test_uniq_id_fields_match_upstream_layout() -> None:
@@ -20,7 +21,7 @@ def test_uniq_id_fields_match_upstream_layout() -> None:
     month start, counter 0 then 1."""
     gen = UniqIdGenerator("10.0.0.5", 0x12345, -2)
     first, second = gen.create(_NOW_MS), gen.create(_NOW_MS)
-    diff = f"{_NOW_MS - _month_start_ms(_NOW_MS):08X}"
+    diff = f"{_NOW_MS - _local_month_start_ms(_NOW_MS):08X}"
     assert first == "0A000005" + "2345" + "FFFFFFFE" + diff + "0000"  # ip pid seed time counter
     assert second == first[:-4] + "0001"
 
@@ -42,14 +43,6 @@ def test_uniq_id_without_ipv4_uses_the_fake_address() -> None:
 
 def test_uniq_id_time_restarts_each_month() -> None:
     """1. An id at the first ms of next month. Expected: its time field is 0."""
-    local = dt.datetime.fromtimestamp(_NOW_MS / 1000).replace(
-        day=1, hour=0, minute=0, second=0, microsecond=0
-    )
-    nxt = (
-        local.replace(year=local.year + 1, month=1)
-        if local.month == 12
-        else local.replace(month=local.month + 1)
-    )
     gen = UniqIdGenerator("10.0.0.5", 1, 1)
     gen.create(_NOW_MS)
-    assert gen.create(int(nxt.timestamp() * 1000))[20:28] == "00000000"
+    assert gen.create(_local_month_start_ms(_NOW_MS, 1))[20:28] == "00000000"
