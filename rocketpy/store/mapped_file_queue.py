@@ -62,7 +62,16 @@ class MappedFileQueue:
         return last.file_from_offset + self.file_size if last else 0
 
     def create_next(self, start: int) -> MappedFile:
-        """Create and map the segment starting at ``start``. Blocks."""
+        """Create and map the segment starting at ``start``, and the directory if it is gone.
+        Blocks.
+
+        The directory goes when its topic is deleted (``deleteTopics`` removes the topic's
+        consume-queue tree off the loop) while the reput still dispatches that topic's
+        messages into a queue made again for them: the fuzz campaign's DELETE_TOPIC_IN_BROKER
+        met such a dispatch, the FileNotFoundError stopped the reput, and no message of any
+        topic became pullable after it.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
         return MappedFile.create(self.directory, start, self.file_size, allocate=self.allocate)
 
     def add(self, mf: MappedFile) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,18 @@ def test_appended_segment_is_allocated_and_read_ahead_off_until_written_out(
     finally:
         appended.close()
         plain.close()
+
+
+def test_mapped_file_queue_recreates_a_deleted_directory(tmp_path: Path) -> None:
+    """1. A consume-queue-like queue under topic/queue dirs gets one segment. 2. The topic's
+    tree is removed (deleteTopics) while the queue object lives on. 3. The next segment is made.
+    Expected: it is created in a new directory instead of raising FileNotFoundError (which
+    stopped the reput in the fuzz campaign)."""
+    directory = tmp_path / "FuzzT1" / "3"
+    q = MappedFileQueue(directory, 4096)
+    q.add(q.create_next(0))
+    shutil.rmtree(tmp_path / "FuzzT1")
+    mf = q.create_next(4096)
+    q.add(mf)
+    assert mf.append(b"x" * 10) is not None
+    assert (directory / "00000000000000004096").exists()
