@@ -7,13 +7,18 @@ truncating dirty segments. Blocking methods (``load``, ``create_next``, ``trunca
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Final
 
 import structlog
 
 from rocketpy.store.mapped_file import MappedFile
 
 log = structlog.get_logger(__name__)
+
+
+_CREATE_ATTEMPTS: Final = 5
 
 
 class MappedFileQueue:
@@ -71,6 +76,13 @@ class MappedFileQueue:
         met such a dispatch, the FileNotFoundError stopped the reput, and no message of any
         topic became pullable after it.
         """
+        # deleteTopics' rmtree runs on another thread and may also remove the directory
+        # between the mkdir and the segment's directory fsync: make it again, a few times.
+        for _ in range(_CREATE_ATTEMPTS - 1):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                return MappedFile.create(self.directory, start, self.file_size,
+                                         allocate=self.allocate)  # fmt: skip
         self.directory.mkdir(parents=True, exist_ok=True)
         return MappedFile.create(self.directory, start, self.file_size, allocate=self.allocate)
 
