@@ -7,7 +7,6 @@ truncating dirty segments. Blocking methods (``load``, ``create_next``, ``trunca
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Final
 
@@ -76,15 +75,18 @@ class MappedFileQueue:
         met such a dispatch, the FileNotFoundError stopped the reput, and no message of any
         topic became pullable after it.
         """
-        # deleteTopics' rmtree runs on another thread and may also remove the directory
-        # between the mkdir and the segment's directory fsync: make it again, a few times.
-        for _ in range(_CREATE_ATTEMPTS - 1):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
+        # deleteTopics' rmtree runs on another thread and may remove the directory between
+        # the mkdir and the segment's directory fsync, or while mkdir checks it (pathlib then
+        # raises FileExistsError): make it again, a few times.
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
                 return MappedFile.create(self.directory, start, self.file_size,
                                          allocate=self.allocate)  # fmt: skip
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return MappedFile.create(self.directory, start, self.file_size, allocate=self.allocate)
+            except (FileNotFoundError, FileExistsError):
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def add(self, mf: MappedFile) -> None:
         """Append a segment made by :meth:`create_next` (on the loop)."""
