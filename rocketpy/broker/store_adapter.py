@@ -39,14 +39,11 @@ from rocketpy.broker.store_api import (
 )
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.const import MessageConst
-from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.message.decoder import decode_record, record_store_timestamp
 from rocketpy.common.message.properties import encode_properties, property_value, waits_for_store
 from rocketpy.common.message.record import (
-    BORNHOST_V6_FLAG,
-    INT32,
     INT64,
     PHYSICAL_OFFSET_POS,
-    SYSFLAG_POS,
     Address,
     MessageRecord,
 )
@@ -64,8 +61,6 @@ from rocketpy.store.message_store import MessageStore
 log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
-
-_BORN_HOST_POS = 48  # after BORNTIMESTAMP
 
 
 def stored_message(rec: MessageRecord, size: int) -> StoredMessage:
@@ -86,14 +81,6 @@ def stored_message(rec: MessageRecord, size: int) -> StoredMessage:
         body=rec.body,
         properties=rec.property_map(),
     )
-
-
-def record_store_timestamp(raw: bytes) -> int:
-    """STORETIMESTAMP of a raw record without decoding the rest (message-format.md 1)."""
-    (sys_flag,) = INT32.unpack_from(raw, SYSFLAG_POS)
-    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    (ts,) = INT64.unpack_from(raw, _BORN_HOST_POS + born_len)
-    return int(ts)
 
 
 def total_physical_memory() -> int:

@@ -35,6 +35,8 @@ from typing import Any
 
 from rocketpy.common import aio
 from rocketpy.common.aio import wait_until
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import encode_properties
 from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.store.commit_log.put_types import (
     AppendResult,
@@ -48,7 +50,7 @@ from rocketpy.store.mapped_file import allocate_blocks
 from rocketpy.store.message_store import MessageStore
 
 TOPIC = "BenchStoreTopic"
-PROPERTIES = "TAGS\x01TagA\x02WAIT\x01true\x02"
+PROPERTIES = encode_properties({MessageConst.TAGS: "TagA", MessageConst.WAIT: "true"})
 _MIB = 1024 * 1024
 
 
@@ -140,7 +142,11 @@ def _config(root: Path, flush: str, file_size: int) -> MessageStoreConfig:
 
 
 def _message(size: int, uniq_key: str = "") -> MessageToStore:
-    props = f"{PROPERTIES}UNIQ_KEY\x01{uniq_key}\x02" if uniq_key else PROPERTIES
+    props = (
+        PROPERTIES + encode_properties({MessageConst.UNIQ_KEY: uniq_key})
+        if uniq_key
+        else PROPERTIES
+    )
     return MessageToStore(
         topic=TOPIC, queue_id=0, body=b"x" * size, properties=props,
         born_host=("127.0.0.1", 50000), born_timestamp=int(time.time() * 1000),

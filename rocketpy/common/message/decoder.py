@@ -30,7 +30,9 @@ from rocketpy.common.message.record import (
     MAGIC_V1,
     MAGIC_V2,
     MIDDLE,
+    STORE_TIMESTAMP_POS_V4,
     STOREHOST_V6_FLAG,
+    SYSFLAG_POS,
     Address,
     MessageRecord,
     pack_address,
@@ -163,6 +165,15 @@ def offset_msg_id(prefix: str, physical_offset: int) -> str:
     """:func:`encode_offset_msg_id` of a record read by :func:`read_record` (``prefix`` is
     :func:`offset_id_prefix` of its store host key)."""
     return f"{prefix}{physical_offset & _UINT64_MASK:016X}"
+
+
+def record_store_timestamp(buf: Buf, pos: int = 0) -> int:
+    """STORETIMESTAMP of the record at ``pos`` without reading the rest (its offset depends only
+    on the born host's width)."""
+    (sys_flag,) = INT32.unpack_from(buf, pos + SYSFLAG_POS)
+    at = pos + STORE_TIMESTAMP_POS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
+    (timestamp,) = INT64.unpack_from(buf, at)
+    return int(timestamp)
 
 
 def encode_offset_msg_id(store_host: Address, physical_offset: int) -> str:

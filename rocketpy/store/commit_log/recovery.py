@@ -31,13 +31,8 @@ from typing import Final
 
 import structlog
 
-from rocketpy.common.message.record import (
-    BORNHOST_V6_FLAG,
-    INT32,
-    INT64,
-    STORE_TIMESTAMP_POS_V4,
-    SYSFLAG_POS,
-)
+from rocketpy.common.message.decoder import record_store_timestamp
+from rocketpy.common.message.record import INT32
 from rocketpy.store.commit_log.record import valid_record_size
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile, offset_to_file_name
 from rocketpy.store.mapped_file_queue import MappedFileQueue
@@ -78,10 +73,7 @@ def first_record_timestamp(mf: MappedFile) -> int | None:
     try:
         if valid_record_size(view, 0, check_crc=True) <= 0:
             return None
-        (sys_flag,) = INT32.unpack_from(view, SYSFLAG_POS)
-        pos = STORE_TIMESTAMP_POS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
-        (ts,) = INT64.unpack_from(view, pos)
-        return int(ts)
+        return record_store_timestamp(view)
     finally:
         view.release()
 
