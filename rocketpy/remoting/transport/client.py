@@ -69,7 +69,7 @@ class RemotingClient:
         self._max_inflight = max_inflight_per_connection
         self._name = name
         self._conns: dict[str, Connection] = {}
-        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        self._connecting: dict[str, asyncio.Task[Connection]] = {}
         self._closed = False
 
     def connection_nowait(self, addr: str) -> Connection | None:
@@ -80,6 +80,13 @@ class RemotingClient:
     async def connection(self, addr: str) -> Connection:
         """The live connection to ``addr``, connecting if needed.
 
+        One dial per address runs at a time, as a task of its own that every caller awaits
+        through :func:`asyncio.shield`: a caller whose deadline ends the wait (a heartbeat with a
+        200 ms budget) gives up alone. When the dial ran in the first caller's task, that
+        caller's cancellation reached every other waiter as a CancelledError, and a periodic
+        loop waiting on the same dial (a broker's controller metadata sync) ended silently: a
+        paused old master then never learnt it had been replaced.
+
         Raises:
             ConnectionClosed: the connect failed or timed out, or the client is closed.
         """
@@ -88,27 +95,31 @@ class RemotingClient:
             return conn
         if self._closed:
             raise ConnectionClosed(f"{self._name} is closed")
-        pending = self._connecting.get(addr)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        loop = asyncio.get_running_loop()
-        failed = self._failed.get(addr)
-        if failed is not None and loop.time() < failed[1]:
-            raise ConnectFailed(f"{failed[2]} (not retried for {failed[1] - loop.time():.2f} s)")
-        fut: asyncio.Future[Connection] = loop.create_future()
-        self._connecting[addr] = fut
+        dial = self._connecting.get(addr)
+        if dial is None:
+            loop = asyncio.get_running_loop()
+            failed = self._failed.get(addr)
+            if failed is not None and loop.time() < failed[1]:
+                wait = failed[1] - loop.time()
+                raise ConnectFailed(f"{failed[2]} (not retried for {wait:.2f} s)")
+            dial = loop.create_task(self._dial(addr), name=f"{self._name}/dial {addr}")
+            dial.add_done_callback(_retrieve)
+            self._connecting[addr] = dial
+        return await asyncio.shield(dial)
+
+    async def _dial(self, addr: str) -> Connection:
+        """Connect to ``addr`` and keep the connection (the task behind :meth:`connection`)."""
         try:
             conn = await self._connect(addr)
-        except BaseException as e:
-            if isinstance(e, ConnectFailed):
-                self._note_failure(addr, e)
-            fut.set_exception(e)
-            fut.exception()  # retrieved: waiters re-raise it, no "never retrieved" warning
+        except ConnectFailed as e:
+            self._note_failure(addr, e)
             raise
         finally:
             self._connecting.pop(addr, None)
         self._failed.pop(addr, None)
-        fut.set_result(conn)
+        if self._closed:
+            conn.close()
+            raise ConnectionClosed(f"{self._name} is closed")
         self._conns[addr] = conn
         return conn
 
@@ -156,10 +167,15 @@ class RemotingClient:
 
         Raises:
             RequestTimeout: no response within ``timeout_s`` (connect time included).
-            ConnectionClosed: could not connect, or the connection died first.
+            ConnectFailed: could not connect (refused, or not within ``timeout_s``).
+            ConnectionClosed: the connection died first.
         """
-        async with asyncio.timeout(timeout_s):
-            conn = await self.connection(addr)
+        try:
+            async with asyncio.timeout(timeout_s):
+                conn = await self.connection(addr)
+        except TimeoutError as e:
+            # Nothing was sent: as certain a failure as a refused connect.
+            raise ConnectFailed(f"connect to {addr} not done within {timeout_s} s") from e
         return await conn.invoke(request, timeout_s)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
@@ -174,8 +190,10 @@ class RemotingClient:
             conn.close()
 
     async def close(self) -> None:
-        """Close every connection (idempotent)."""
+        """Close every connection and stop dials in progress (idempotent)."""
         self._closed = True
+        for dial in list(self._connecting.values()):
+            dial.cancel()
         conns = list(self._conns.values())
         self._conns.clear()
         for conn in conns:
@@ -186,3 +204,10 @@ class RemotingClient:
                     await conn.closed_event.wait()
             except TimeoutError:
                 conn.abort()
+
+
+def _retrieve(task: asyncio.Task[Connection]) -> None:
+    """Mark a dial's failure as seen: when every caller gave up before it ended, nobody
+    awaited it, and asyncio would log "exception was never retrieved"."""
+    if not task.cancelled():
+        task.exception()

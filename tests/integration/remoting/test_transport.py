@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import socket
 import struct
 
 import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import ConnectionClosed, RequestTimeout
+from rocketpy.common.errors import ConnectFailed, ConnectionClosed, RequestTimeout
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits, encode_frame
 from rocketpy.remoting.transport.client import RemotingClient
@@ -348,3 +350,45 @@ async def test_transport_rocketmq_request_gets_json_response() -> None:
         assert raw[4:5] == b"{"
     finally:
         await server.stop()
+
+
+def _stalled_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A loopback listener whose accept queue is full: the kernel drops further SYNs, so a
+    connect to it hangs (until its deadline) as across a cut link."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            s.connect(listener.getsockname())
+        fillers.append(s)
+    return listener, fillers
+
+
+async def test_transport_a_caller_giving_up_does_not_cancel_others_waiting_on_the_dial() -> None:
+    """1. A listener that never completes a handshake. 2. Caller A invokes with a 50 ms
+    deadline (it starts the dial); caller B asks for the same connection meanwhile.
+    Expected: A fails with ConnectFailed after its deadline; B is not cancelled by A's giving
+    up: it fails on its own, with ConnectFailed after the client's connect timeout (a broker's
+    metadata sync once died of A's CancelledError when A was a 200 ms heartbeat)."""
+    listener, fillers = _stalled_listener()
+    await asyncio.sleep(0.05)
+    client = RemotingClient(name="t", connect_timeout_s=0.5)
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        a = asyncio.create_task(client.invoke(addr, RemotingCommand.request(ECHO, {}), 0.05))
+        await asyncio.sleep(0.01)
+        b = asyncio.create_task(client.connection(addr))
+        async with asyncio.timeout(5):
+            with pytest.raises(ConnectFailed, match=r"not done within 0\.05 s"):
+                await a
+            with pytest.raises(ConnectFailed, match="TimeoutError"):
+                await b
+    finally:
+        await client.close()
+        listener.close()
+        for s in fillers:
+            s.close()
