@@ -246,7 +246,13 @@ class ReplicasManager:
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[object]) -> None:
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled():
+            if not self._stop.is_set():
+                # A loop cancelled by something other than stop() would end unseen, and the
+                # broker would stop heartbeating or syncing its role for good.
+                self._on_fatal(RuntimeError(f"{task.get_name()} was cancelled while running"))
+            return
+        if task.exception() is not None:
             self._on_fatal(task.exception() or RuntimeError(task.get_name()))
 
     def _guarded(
