@@ -85,6 +85,21 @@ def remove_leftovers() -> None:
         subprocess.run(["ip", "link", "del", f"rpb{pid}"], capture_output=True, check=False)
 
 
+def _free_subnet(pid: int) -> int:
+    """A third octet for 10.231.<n>.0/24 that no other address here uses, starting from one
+    derived from ``pid`` (two test runs at once must not share a subnet)."""
+    shown = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=False,
+        timeout=_TIMEOUT_S,
+    ).stdout  # fmt: skip
+    used = {int(m) for m in re.findall(r"inet 10\.231\.(\d+)\.", shown)}
+    for step in range(250):
+        n = (pid + step) % 250 + 1
+        if n not in used:
+            return n
+    raise RuntimeError("no free 10.231.x.0/24 subnet")
+
+
 class NetLab:
     """A bridge, one namespace per host, and the links cut between them."""
 
@@ -93,7 +108,7 @@ class NetLab:
         self.hosts = [h for h in hosts if h != CLIENT]
         self.bridge = f"rpb{self.pid}"
         # 10.231.<n>.0/24: one subnet per test process, the bridge (the client) at .1
-        self._prefix = f"10.231.{self.pid % 250 + 1}"
+        self._prefix = f"10.231.{_free_subnet(self.pid)}"
         self.ip = {CLIENT: f"{self._prefix}.1"}
         self.ip.update({h: f"{self._prefix}.{i + 10}" for i, h in enumerate(self.hosts)})
         self._blocked: dict[str, set[str]] = defaultdict(set)
