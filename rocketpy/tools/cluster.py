@@ -236,7 +236,8 @@ def _state_file(directory: Path) -> Path:
     return directory / "cluster.json"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -271,7 +272,7 @@ def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] |
         The started members, or None when a cluster already runs there or a daemon did not
         boot (what was started is stopped again).
     """
-    running = [m for m in _load(directory) if _alive(m.pid)]
+    running = [m for m in _load(directory) if pid_alive(m.pid)]
     if running:
         print(f"a cluster is already running from {directory}; run `{stop_hint}` first")
         return None
@@ -373,15 +374,15 @@ def stop(directory: Path) -> int:
         print(f"no cluster recorded under {directory}")
         return 0
     for m in reversed(members):
-        if not _alive(m.pid):
+        if not pid_alive(m.pid):
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(m.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        while _alive(m.pid) and time.monotonic() < deadline:
+        while pid_alive(m.pid) and time.monotonic() < deadline:
             _reap(m.pid)
             time.sleep(0.05)
-        if _alive(m.pid):
+        if pid_alive(m.pid):
             print(f"{m.name} (pid {m.pid}) did not stop in {STOP_TIMEOUT_S:.0f} s, killing it")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(m.pid, signal.SIGKILL)
@@ -393,7 +394,7 @@ def stop(directory: Path) -> int:
 def kill_master(directory: Path) -> int:
     """SIGKILL the broker the controllers name as broker-a's master (``getSyncStateSet``)."""
     members = _load(directory)
-    controllers = [m.address for m in members if m.role == "controller" and _alive(m.pid)]
+    controllers = [m.address for m in members if m.role == "controller" and pid_alive(m.pid)]
     if not controllers:
         print(f"no running controller recorded under {directory}")
         return 1
@@ -409,7 +410,7 @@ def kill_master(directory: Path) -> int:
             break
         time.sleep(0.5)
     master = next((m for m in members if match and m.address == match.group(1)), None)
-    if master is None or not _alive(master.pid):
+    if master is None or not pid_alive(master.pid):
         print(f"no live master found: {out.stdout.strip() or out.stderr.strip()}")
         return 1
     os.kill(master.pid, signal.SIGKILL)

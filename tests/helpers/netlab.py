@@ -25,6 +25,8 @@ import subprocess
 from collections import defaultdict
 from collections.abc import Iterable
 
+from rocketpy.tools.cluster import pid_alive
+
 CLIENT = "client"
 _DEV = "eth0"  # every namespace's end of its veth pair
 _TIMEOUT_S = 10.0
@@ -59,16 +61,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_leftovers() -> None:
     """Delete namespaces and bridges that test processes no longer running left behind."""
     listed = subprocess.run(
@@ -78,7 +70,7 @@ def remove_leftovers() -> None:
     for line in listed.splitlines():
         name = line.split()[0] if line.split() else ""
         match = _OWN.match(name)
-        if match and not _alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             dead.add(int(match.group(1)))
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
     for pid in dead:
