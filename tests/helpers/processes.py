@@ -96,6 +96,15 @@ class Daemon:
             time.sleep(0.01)
         raise AssertionError(f"{pattern.pattern!r} not printed by {self.argv}:\n{self.output()}")
 
+    def wait_output(self, text: str, timeout_s: float = 10.0) -> None:
+        """Block until ``text`` appears in :meth:`output`, stderr log included: a daemon logs
+        through a queue, so a line may land a moment after the reply (or close) it explains."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.output():
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{text!r} not logged by {self.argv}:\n{self.tail(4000)}")
+            time.sleep(0.05)
+
     def stop(self, timeout_s: float = 10.0) -> int:
         """SIGTERM, wait, SIGKILL if needed; return the exit code."""
         if self.proc.poll() is None:
