@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
 .PHONY: fuzz
 
 $(STAMP): pyproject.toml
@@ -113,6 +113,12 @@ bench-namesrv: $(STAMP)
 # BENCH_ARGS="-d 30 --soak 600" runs longer phases and a 10-minute RSS soak.
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
+
+# make bench-send [REF=path/to/mini_broker.py]: single and batch sends kept 64 deep on one
+# connection, then 1 in flight; broker CPU/msg from /proc; with REF, that reference hot path runs
+# before and after and every figure is printed as a ratio to it (the reference is only executed).
+bench-send: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_send $(if $(REF),--reference $(REF)) $(BENCH_ARGS)
 
 # make bench-store: appends/s and MB/s (ASYNC_FLUSH; SYNC_FLUSH group commit at 64 producers)
 # beside a bare mmap copy loop and a bare write+fdatasync loop on the same disk. DIR= picks the disk.
