@@ -20,10 +20,10 @@ from rocketpy.broker.acting_master import ActingMasterService
 from rocketpy.broker.escape_bridge import EscapeBridge
 from rocketpy.broker.pre_online import BrokerPreOnlineService
 from rocketpy.broker.processors.acting_master import ActingMasterProcessor
-from rocketpy.broker.store_api import MessageToStore, PutResult
 from rocketpy.common.errors import RemotingError
 from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
 from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 
 if TYPE_CHECKING:
     from rocketpy.broker.service import BrokerService

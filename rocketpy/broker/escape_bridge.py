@@ -25,12 +25,12 @@ import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.client.admin import TopicRoute
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
 from rocketpy.common.message.const import MessageConst
-from rocketpy.common.message.properties import encode_properties
+from rocketpy.common.message.properties import decode_properties, encode_properties
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.store.config_shapes import PERM_WRITE
 
 log = structlog.get_logger(__name__)
@@ -128,7 +128,7 @@ class EscapeBridge:
     def _header(
         self, cfg: BrokerConfig, msg: MessageToStore, broker: str, queue_id: int
     ) -> SendMessageRequestHeader:
-        props = dict(msg.properties)
+        props = decode_properties(msg.properties)
         props[MessageConst.WAIT] = "false"
         group = props.get(MessageConst.PGROUP) or self._inner_group(cfg)
         return SendMessageRequestHeader(

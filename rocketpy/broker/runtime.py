@@ -19,12 +19,13 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.request_gate import RequestGate
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
+from rocketpy.broker.store_api import BrokerStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
+from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 #: Upper bound of a single pull's bytes when the client sends no ``maxMsgBytes`` (16 MiB frame).

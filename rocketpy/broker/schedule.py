@@ -24,19 +24,15 @@ from typing import Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
-from rocketpy.broker.store_api import (
-    BrokerStore,
-    GetMessageStatus,
-    MessageToStore,
-    PutResult,
-    StoredMessage,
-)
+from rocketpy.broker.store_api import BrokerStore, StoredMessage
 from rocketpy.common.aio import periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError
 from rocketpy.common.message.const import MessageConst
+from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 from rocketpy.store.config_files import ConfigFile, delay_offset_file
 from rocketpy.store.config_shapes import DataVersion, DelayOffsetTable
+from rocketpy.store.message_store import GetMessageStatus
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +62,7 @@ def parse_delay_levels(text: str) -> dict[int, int]:
     return levels
 
 
-def message_timeup(msg: StoredMessage, store_host: tuple[str, int]) -> MessageToStore:
+def message_timeup(msg: StoredMessage) -> MessageToStore:
     """``messageTimeup``: the real message to store for a due delayed record."""
     props = dict(msg.properties)
     props[MessageConst.WAIT] = "false"
@@ -80,7 +76,6 @@ def message_timeup(msg: StoredMessage, store_host: tuple[str, int]) -> MessageTo
         topic=topic,
         queue_id=queue_id,
         properties=props,
-        store_host=store_host,
         reconsume_times=msg.reconsume_times,
     )
 
@@ -95,7 +90,6 @@ class ScheduleMessageService:
         store_root: Path,
         *,
         reput: Reput,
-        store_host: Callable[[], tuple[str, int]],
         executor: Executor | None = None,
         scan_interval_ms: int = 100,
         persist_interval_ms: int = 10_000,
@@ -104,15 +98,14 @@ class ScheduleMessageService:
     ) -> None:
         """Args: ``store`` reads the schedule queues; ``levels`` from
         :func:`parse_delay_levels`; ``store_root`` holds ``config/delayOffset.json``; ``reput``
-        stores a due message (and counts it); ``store_host`` this broker's address; ``executor``
-        for file work; ``scan_interval_ms`` the longest sleep of a level loop;
-        ``persist_interval_ms`` ``flushDelayOffsetInterval``; ``clock`` wall time (store
-        timestamps are wall-clock); ``on_failure`` is told when a loop dies of a bug."""
+        stores a due message (and counts it); ``executor`` for file work; ``scan_interval_ms``
+        the longest sleep of a level loop; ``persist_interval_ms`` ``flushDelayOffsetInterval``;
+        ``clock`` wall time (store timestamps are wall-clock); ``on_failure`` is told when a
+        loop dies of a bug."""
         self._store = store
         self._levels = dict(levels)
         self._file: ConfigFile[DelayOffsetTable] = delay_offset_file(store_root, executor)
         self._reput = reput
-        self._store_host = store_host
         self._scan_s = scan_interval_ms / 1000
         self._persist_s = persist_interval_ms / 1000
         self._clock = clock
@@ -235,7 +228,7 @@ class ScheduleMessageService:
             due = min(msg.store_timestamp + delay_ms, now + delay_ms)
             if due > now:
                 return due - now
-            put = await self._reput(message_timeup(msg, self._store_host()))
+            put = await self._reput(message_timeup(msg))
             if not put.stored:
                 log.error(
                     "ScheduleMessageService, a message time up, but reput it failed",

@@ -47,7 +47,7 @@ from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
-from rocketpy.broker.store_api import BrokerStore, MessageToStore, PutResult
+from rocketpy.broker.store_api import BrokerStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet, periodic
@@ -64,6 +64,7 @@ from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
+from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.config_shapes import DataVersion
 
@@ -253,7 +254,6 @@ class BrokerService:
             self._levels,
             self._store_root,
             reput=self._reput,
-            store_host=lambda: self.runtime.store_host,
             executor=self._executor,
             scan_interval_ms=config.schedule_scan_interval_ms,
             persist_interval_ms=config.flush_delay_offset_interval_ms,

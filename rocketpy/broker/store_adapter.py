@@ -26,21 +26,9 @@ import structlog
 
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.request_gate import release_slot_early
-from rocketpy.broker.store_api import (
-    ArrivalListener,
-    GetMessageStatus,
-    GetResult,
-    MessageToStore,
-    PutMessageStatus,
-    PutResult,
-    QueryResult,
-    StoredMessage,
-    StoreOffsets,
-)
+from rocketpy.broker.store_api import ArrivalListener, QueryResult, StoredMessage, StoreOffsets
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.decoder import decode_record, record_store_timestamp
-from rocketpy.common.message.properties import encode_properties, property_value, waits_for_store
 from rocketpy.common.message.record import (
     INT64,
     PHYSICAL_OFFSET_POS,
@@ -52,11 +40,15 @@ from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.commit_log import queue_key
-from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch
-from rocketpy.store.commit_log.put_types import MessageToStore as StoreMessage
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+)
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.message_store import GetResult, MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -96,44 +88,6 @@ def suggest_pulling_from_slave(max_phy_offset: int, pulled_phy_offset: int, limi
     cache) when the CommitLog end is more than ``limit`` bytes past the last record pulled;
     ``limit`` = physical memory x ``accessMessageInMemoryMaxRatio`` / 100."""
     return max_phy_offset - pulled_phy_offset > limit
-
-
-def _to_store(msg: MessageToStore) -> StoreMessage:
-    text = msg.encoded_properties
-    if not text:
-        text = encode_properties(msg.properties)
-        wait = waits_for_store(msg.properties.get(MessageConst.WAIT))
-    else:
-        wait = waits_for_store(property_value(text, MessageConst.WAIT))
-    return StoreMessage(
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        body=msg.body,
-        flag=msg.flag,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
-        properties=text,
-        wait_store=wait,
-    )
-
-
-_STATUS: dict[object, PutMessageStatus] = {}
-
-
-def _from_append(result: AppendResult) -> PutResult:
-    status = _STATUS.get(result.status)
-    if status is None:  # an enum call per put costs more than the lookup
-        status = _STATUS[result.status] = PutMessageStatus(result.status.value)
-    return PutResult(
-        status=status,
-        wrote_offset=result.wrote_offset,
-        msg_id=result.msg_id,
-        queue_offset=result.queue_offset,
-        store_timestamp=result.store_timestamp,
-    )
 
 
 class MessageStoreAdapter:
@@ -235,8 +189,7 @@ class MessageStoreAdapter:
 
     def put_message(self, msg: MessageToStore) -> Coroutine[Any, Any, PutResult]:
         """Append one message; a SYNC_MASTER then waits for its slaves (``handleHA``)."""
-        stored = _to_store(msg)
-        return self._put(self.store.put_message, stored, stored.wait_store)
+        return self._put(self.store.put_message, msg, msg.wait_store)
 
     def put_batch(self, batch: MessageBatch) -> Coroutine[Any, Any, PutResult]:
         """Append a batch with consecutive queue offsets, then wait as :meth:`put_message`."""
@@ -246,9 +199,8 @@ class MessageStoreAdapter:
         """:meth:`put_message` without awaiting: None (nothing written) when there are replicas
         to wait for or the commit log has to wait (new segment, SYNC_FLUSH)."""
         if self._sync_flush:
-            return None  # always waits: converted once, by put_message
-        stored = _to_store(msg)
-        return self._put_nowait(stored.wait_store, self.store.put_message_nowait, stored)
+            return None  # always waits, in put_message
+        return self._put_nowait(msg.wait_store, self.store.put_message_nowait, msg)
 
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` without awaiting, as :meth:`put_message_nowait`."""
@@ -257,7 +209,7 @@ class MessageStoreAdapter:
         return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
 
     def _put_nowait(
-        self, wait_store: bool, append: Callable[[_T], AppendResult | None], stored: _T
+        self, wait_store: bool, append: Callable[[_T], PutResult | None], stored: _T
     ) -> PutResult | None:
         refused = self._refusal()
         if refused is not None:
@@ -265,8 +217,7 @@ class MessageStoreAdapter:
         ha = self.auto_ha if self.auto_ha is not None else self.ha
         if ha is not None and ha.waits_for_replicas(wait_store=wait_store):
             return None
-        appended = append(stored)
-        return None if appended is None else _from_append(appended)
+        return append(stored)
 
     def _refusal(self) -> PutMessageStatus | None:
         """Send path step 1: why a send is refused before anything is stored, or None.
@@ -290,7 +241,7 @@ class MessageStoreAdapter:
 
     async def _put(
         self,
-        append: Callable[[_T, Callable[[], None]], Awaitable[AppendResult]],
+        append: Callable[[_T, Callable[[], None]], Awaitable[PutResult]],
         stored: _T,
         wait_store: bool,
     ) -> PutResult:
@@ -302,11 +253,10 @@ class MessageStoreAdapter:
             return PutResult(status=refused)
         # Written, the send slot goes back: a SYNC_FLUSH wait for the disk holds none (else
         # sendMessageThreadPoolNums sends at most would share one fdatasync).
-        appended = await append(stored, release_slot_early)
-        result = _from_append(appended)
+        result = await append(stored, release_slot_early)
         if ha is None or result.status is not PutMessageStatus.PUT_OK:
             return result
-        end = appended.wrote_offset + appended.wrote_bytes
+        end = result.wrote_offset + result.wrote_bytes
         release_slot_early()  # the append is done; waiting for slaves holds no send slot
         replica = await ha.handle_ha(end, wait_store=wait_store)
         if replica is ReplicaStatus.PUT_OK:
@@ -336,20 +286,14 @@ class MessageStoreAdapter:
             max_size=max_total_bytes,
             tags_codes=tags_codes,
         )
-        far_behind = False
-        if r.records:
-            (pulled,) = INT64.unpack_from(r.records[-1], PHYSICAL_OFFSET_POS)
-            far_behind = suggest_pulling_from_slave(
-                self.store.commit_log.max_offset, pulled, self._in_memory_limit
-            )
-        return GetResult(
-            status=GetMessageStatus(r.status.value),
-            next_begin_offset=r.next_begin_offset,
-            min_offset=r.min_offset,
-            max_offset=r.max_offset,
-            records=r.records,
-            suggest_pulling_from_slave=far_behind,
-        )
+        if not r.records:
+            return r
+        (pulled,) = INT64.unpack_from(r.records[-1], PHYSICAL_OFFSET_POS)
+        if not suggest_pulling_from_slave(
+            self.store.commit_log.max_offset, pulled, self._in_memory_limit
+        ):
+            return r
+        return dataclasses.replace(r, suggest_pulling_from_slave=True)
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Next queue offset (0 for an unknown queue)."""

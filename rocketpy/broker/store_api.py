@@ -1,132 +1,23 @@
-"""What the broker needs from the message store, as a Protocol, plus the values crossing it.
+"""What the broker needs from the message store, as a Protocol.
 
-Owns: :class:`BrokerStore` (the calls processors and services make), :class:`MessageToStore`
-(``MessageExtBrokerInner``), :class:`PutResult`/:class:`PutMessageStatus` and
-:class:`GetResult`/:class:`GetMessageStatus` (store.md sections 3 and 10), and
-:class:`StoredMessage` (a decoded commit-log record). A batch crosses as the store's own
-:class:`~rocketpy.store.commit_log.put_types.MessageBatch`. Mirrors the subset of upstream's
-``MessageStore`` interface the broker processors call. Must not: implement storage; the store
-package does (``store_adapter.py`` binds it to this Protocol).
+Owns: :class:`BrokerStore` (the calls processors and services make), :class:`StoredMessage` (a
+decoded commit-log record with its property map), :class:`QueryResult` and
+:class:`StoreOffsets`. Puts and gets cross in the store's own values (one vocabulary, no
+conversion): :class:`~rocketpy.store.commit_log.put_types.MessageToStore`, ``MessageBatch``,
+``PutResult``/``PutMessageStatus`` and :class:`~rocketpy.store.message_store.GetResult`/
+``GetMessageStatus``. Mirrors the subset of upstream's ``MessageStore`` interface the broker
+processors call. Must not: implement storage; the store package does (``store_adapter.py``
+binds it to this Protocol).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Protocol
 
-# A batch crosses unchanged: its items' properties are already the record's text, so the
-# store's value type is the broker's (``MessageExtBatch``).
-from rocketpy.store.commit_log.put_types import MessageBatch
-
-
-class PutMessageStatus(StrEnum):
-    """``PutMessageStatus`` names (the ones a broker can observe)."""
-
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
-    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
-    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
-    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
-    UNKNOWN_ERROR = "UNKNOWN_ERROR"
-
-
-#: Statuses whose message IS stored (the send response carries msgId/queueOffset).
-STORED_STATUSES = frozenset(
-    {
-        PutMessageStatus.PUT_OK,
-        PutMessageStatus.FLUSH_DISK_TIMEOUT,
-        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-        PutMessageStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
-
-
-class GetMessageStatus(StrEnum):
-    """``GetMessageStatus`` names (the pull response remark)."""
-
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    OFFSET_RESET = "OFFSET_RESET"
-
-
-@dataclass(slots=True, kw_only=True)
-class MessageToStore:
-    """``MessageExtBrokerInner``: one message as the broker hands it to the store.
-
-    ``properties`` is the map; the store encodes it (message-format.md section 3). The send
-    fast path, which reads no property, instead hands over ``encoded_properties``: the record's
-    properties text exactly (``properties`` then stays empty).
-    """
-
-    topic: str
-    queue_id: int
-    body: bytes
-    flag: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: tuple[str, int] = ("127.0.0.1", 0)
-    store_host: tuple[str, int] = ("127.0.0.1", 0)
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    encoded_properties: str = ""
-
-
-# Not frozen: one per send (a frozen ``__init__`` costs twice as much). Treat as read-only.
-@dataclass(slots=True, kw_only=True)
-class PutResult:
-    """``PutMessageResult`` + ``AppendMessageResult``.
-
-    Attributes:
-        status: the outcome.
-        wrote_offset: commit-log offset of the (first) stored record.
-        msg_id: the offset message id of each stored record, joined with ``,`` (a batch has
-            several).
-        queue_offset: consume-queue offset of the first stored message.
-        store_timestamp: the store time of the (first) record.
-    """
-
-    status: PutMessageStatus
-    wrote_offset: int = -1
-    msg_id: str = ""
-    queue_offset: int = 0
-    store_timestamp: int = 0
-
-    @property
-    def stored(self) -> bool:
-        """True when the message is in the commit log (even if flush/replication timed out)."""
-        return self.status in STORED_STATUSES
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetResult:
-    """``GetMessageResult``: records are whole stored records in queue order."""
-
-    status: GetMessageStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    records: Sequence[bytes] = ()
-    suggest_pulling_from_slave: bool = False
-
-    @property
-    def message_count(self) -> int:
-        """Number of records."""
-        return len(self.records)
+from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutResult
+from rocketpy.store.message_store import GetResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,12 +45,11 @@ class StoredMessage:
         topic: str,
         queue_id: int,
         properties: dict[str, str],
-        store_host: tuple[str, int],
         reconsume_times: int,
     ) -> MessageToStore:
-        """This record stored again under ``topic``/``queue_id`` (a retry, a due delayed
-        message): body, flag, sys flag and born fields carried over."""
-        return MessageToStore(
+        """This record stored again under ``topic``/``queue_id`` with ``properties`` (a retry,
+        a due delayed message): body, flag, sys flag and born fields carried over."""
+        return MessageToStore.with_properties(
             topic=topic,
             queue_id=queue_id,
             body=self.body,
@@ -168,7 +58,6 @@ class StoredMessage:
             sys_flag=self.sys_flag,
             born_timestamp=self.born_timestamp,
             born_host=self.born_host,
-            store_host=store_host,
             reconsume_times=reconsume_times,
         )
 

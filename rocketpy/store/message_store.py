@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,7 +21,7 @@ from rocketpy.common.message.record import INT32, Address, is_prepared_or_rollba
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.cleanup import CleanService, DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
-from rocketpy.store.commit_log.put_types import AppendResult, MessageBatch, MessageToStore
+from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutResult
 from rocketpy.store.commit_log.record import valid_record_size
 from rocketpy.store.commit_log.recovery import (
     PROGRESS_INTERVAL_S,
@@ -44,8 +44,8 @@ MAX_PULL_BYTES = 128 * 1024 * 1024
 _DISPATCH_SLICE = 64 * 1024 * 1024
 
 
-class GetStatus(enum.Enum):
-    """``GetMessageStatus`` (store.md section 10)."""
+class GetMessageStatus(enum.StrEnum):
+    """``GetMessageStatus`` (store.md section 10; the pull response remark)."""
 
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -56,17 +56,25 @@ class GetStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetResult:
-    """What ``get_message`` found: records back to back in ``records``."""
+    """``GetMessageResult``: whole stored records in queue order. ``suggest_pulling_from_slave``
+    is the broker's hint (the read is far behind the commit log's end)."""
 
-    status: GetStatus
+    status: GetMessageStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[bytes]
+    records: Sequence[bytes] = ()
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        """Number of records."""
+        return len(self.records)
 
 
 class MessageStore:
@@ -312,24 +320,24 @@ class MessageStore:
 
     def put_message(
         self, msg: MessageToStore, appended: Callable[[], None] | None = None
-    ) -> Awaitable[AppendResult]:
+    ) -> Awaitable[PutResult]:
         """Append one message (store.md section 3). The commit log's coroutine itself: no
         frame of ours per message. ``appended``: called once it is written, before a
         SYNC_FLUSH wait for the disk."""
         return self.commit_log.put_message(msg, appended)
 
-    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` if it needs no await, else None with nothing written."""
         return self.commit_log.put_message_nowait(msg)
 
     def put_batch(
         self, batch: MessageBatch, appended: Callable[[], None] | None = None
-    ) -> Awaitable[AppendResult]:
+    ) -> Awaitable[PutResult]:
         """Append a batch with consecutive queue offsets (the commit log's coroutine);
         ``appended`` as for :meth:`put_message`."""
         return self.commit_log.put_batch(batch, appended)
 
-    def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` if it needs no await, else None with nothing written."""
         return self.commit_log.put_batch_nowait(batch)
 
@@ -427,22 +435,24 @@ class MessageStore:
         del group  # consumer-group based filtering (SQL92/class filter) is out of scope
         q = self.queues.get((topic, queue_id))
         if q is None:
-            return GetResult(status=GetStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
+            return GetResult(status=GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
                              min_offset=0, max_offset=0, records=[])  # fmt: skip
         lo, hi = q.min_offset, q.max_offset
 
-        def result(status: GetStatus, nxt: int, records: list[bytes] | None = None) -> GetResult:
+        def result(
+            status: GetMessageStatus, nxt: int, records: list[bytes] | None = None
+        ) -> GetResult:
             return GetResult(status=status, next_begin_offset=nxt, min_offset=lo,
                              max_offset=hi, records=records or [])  # fmt: skip
 
         if hi == 0:
-            return result(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
+            return result(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0)
         if offset < lo:
-            return result(GetStatus.OFFSET_TOO_SMALL, lo)
+            return result(GetMessageStatus.OFFSET_TOO_SMALL, lo)
         if offset == hi:
-            return result(GetStatus.OFFSET_OVERFLOW_ONE, offset)
+            return result(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset)
         if offset > hi:
-            return result(GetStatus.OFFSET_OVERFLOW_BADLY, hi)
+            return result(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi)
         status, cursor, records = self._read_units(
             q, offset, hi, max_count=max_count, max_size=max_size, tags_codes=tags_codes
         )
@@ -457,7 +467,7 @@ class MessageStore:
         max_count: int,
         max_size: int,
         tags_codes: set[int] | None,
-    ) -> tuple[GetStatus, int, list[bytes]]:
+    ) -> tuple[GetMessageStatus, int, list[bytes]]:
         records: list[bytes] = []
         total = 0
         removed = False
@@ -467,7 +477,7 @@ class MessageStore:
             unit = q.get_unit(cursor)
             if unit is None:
                 if not records:
-                    return GetStatus.OFFSET_FOUND_NULL, cursor + 1, []
+                    return GetMessageStatus.OFFSET_FOUND_NULL, cursor + 1, []
                 break
             skip = unit.size == BLANK_UNIT_SIZE or bool(
                 tags_codes and unit.tags_code not in tags_codes
@@ -482,8 +492,12 @@ class MessageStore:
                 removed = True
             cursor += 1
         if records:
-            return GetStatus.FOUND, cursor, records
-        status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+            return GetMessageStatus.FOUND, cursor, records
+        status = (
+            GetMessageStatus.MESSAGE_WAS_REMOVING
+            if removed
+            else GetMessageStatus.NO_MATCHED_MESSAGE
+        )
         return status, cursor, records
 
     async def append_replicated(self, start_offset: int, data: bytes) -> None:

@@ -39,10 +39,10 @@ from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.store.commit_log.put_types import (
-    AppendResult,
     MessageBatch,
     MessageToStore,
-    PutStatus,
+    PutMessageStatus,
+    PutResult,
 )
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.index.index_service import IndexService
@@ -177,8 +177,8 @@ async def bench_async(
     msgs: list[Any] = [
         _message(size, f"{i:032X}" if index else "") for i in range(4096 if index else 1)
     ]
-    put: Callable[[Any], Awaitable[AppendResult]] = store.put_message
-    put_nowait: Callable[[Any], AppendResult | None] = store.put_message_nowait
+    put: Callable[[Any], Awaitable[PutResult]] = store.put_message
+    put_nowait: Callable[[Any], PutResult | None] = store.put_message_nowait
     # Steady state: the queue's first consume-queue segment exists before the clock starts.
     await put(msgs[0])
     if batch > 1:
@@ -199,7 +199,7 @@ async def bench_async(
         for msg in msgs[count % len(msgs) : count % len(msgs) + 256] if index else [msgs[0]] * 256:
             # As the broker's send path: no coroutine unless the append must wait (a roll).
             r = put_nowait(msg) or await put(msg)
-            if r.status is not PutStatus.PUT_OK:
+            if r.status is not PutMessageStatus.PUT_OK:
                 raise SystemExit(f"put failed: {r.status}")
         count += 256 * batch
         await asyncio.sleep(0)
@@ -237,7 +237,7 @@ async def bench_sync(root: Path, size: int, seconds: float, file_size: int, prod
         nonlocal acks
         while time.perf_counter() < deadline:
             r = await store.put_message(msg)
-            if r.status is not PutStatus.PUT_OK:
+            if r.status is not PutMessageStatus.PUT_OK:
                 raise SystemExit(f"put failed: {r.status}")
             acks += 1
 

@@ -18,7 +18,6 @@ import structlog
 from rocketpy.broker.filter import build_subscription
 from rocketpy.broker.long_polling import PullRequest, PullRequestHoldService
 from rocketpy.broker.runtime import DEFAULT_PULL_MAX_BYTES, BrokerRuntime
-from rocketpy.broker.store_api import GetMessageStatus, GetResult
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.remoting.protocol.body.heartbeat import BROADCASTING, EXPRESSION_TAG, SubscriptionData
@@ -30,6 +29,7 @@ from rocketpy.remoting.protocol.headers.broker import (
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
 from rocketpy.store.config_shapes import PERM_READ, SubscriptionGroupConfig
+from rocketpy.store.message_store import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)
 

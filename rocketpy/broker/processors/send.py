@@ -27,7 +27,6 @@ import structlog
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
-from rocketpy.broker.store_api import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.common.message.batch_body import decode_batch_body
@@ -45,7 +44,12 @@ from rocketpy.common.message.record import MULTI_TAGS_FLAG, is_prepared_or_rollb
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
-from rocketpy.store.commit_log.put_types import MessageBatch
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+)
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)
@@ -147,20 +151,22 @@ class SendMessageProcessor:
             f"length limit {self._rt.max_message_size}B, msg properties length limit 32KB."
         )
 
-    def apply_delay(self, msg: MessageToStore) -> None:
-        """``HookUtils.transformDelayLevelMessage``: a message with ``DELAY=n>0`` (and not a
-        half/rollback transaction record) goes to ``SCHEDULE_TOPIC_XXXX`` queue ``n-1``."""
-        if is_prepared_or_rollback(msg.sys_flag):
-            return
-        level = _int_prop(msg.properties, MessageConst.DELAY)
+    def apply_delay(
+        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str]
+    ) -> tuple[str, int]:
+        """``HookUtils.transformDelayLevelMessage``: where a message is stored. One with
+        ``DELAY=n>0`` (and not a half/rollback transaction record) goes to
+        ``SCHEDULE_TOPIC_XXXX`` queue ``n-1``, its real topic and queue kept in ``props``."""
+        if is_prepared_or_rollback(sys_flag):
+            return topic, queue_id
+        level = _int_prop(props, MessageConst.DELAY)
         if level <= 0:
-            return
+            return topic, queue_id
         level = min(level, self._rt.max_delay_level)
-        msg.properties[MessageConst.DELAY] = str(level)
-        msg.properties[MessageConst.REAL_TOPIC] = msg.topic
-        msg.properties[MessageConst.REAL_QID] = str(msg.queue_id)
-        msg.topic = tv.RMQ_SYS_SCHEDULE_TOPIC
-        msg.queue_id = level - 1
+        props[MessageConst.DELAY] = str(level)
+        props[MessageConst.REAL_TOPIC] = topic
+        props[MessageConst.REAL_QID] = str(queue_id)
+        return tv.RMQ_SYS_SCHEDULE_TOPIC, level - 1
 
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
@@ -323,47 +329,82 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
         rt = self._rt
         body = request.body or b""
-        fast = None if tv.is_retry_topic(h.topic) else self._fast_properties(h.properties)
-        props = self._base_properties(h.properties) if fast is None else {}
-        if len(body) > rt.max_message_size or _props_too_large(props):
-            return request.make_response(
-                ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark(), ext_fields=self._ext()
-            )
+        if len(body) > rt.max_message_size:
+            return self._illegal(request)
         queue_id = self._pick_queue(h, topic_config)
-        msg = MessageToStore(
-            topic=h.topic,
-            queue_id=queue_id,
-            body=body,
-            flag=h.flag,
-            properties=props,
-            sys_flag=h.sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=_parse_host(ctx.channel.peer),
-            store_host=rt.store_host,
-            reconsume_times=h.reconsume_times or 0,
-        )
+        fast = None if tv.is_retry_topic(h.topic) else self._fast_properties(h.properties)
         if fast is not None:
-            msg.encoded_properties, uniq = fast
+            text, uniq = fast
+            msg = MessageToStore(
+                topic=h.topic,
+                queue_id=queue_id,
+                body=body,
+                flag=h.flag,
+                sys_flag=_sys_flag(h.sys_flag, topic_config),
+                born_timestamp=h.born_timestamp,
+                born_host=_parse_host(ctx.channel.peer),
+                reconsume_times=h.reconsume_times or 0,
+                properties=text,
+                wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
+            )
         else:
-            try:
-                topic_config = self._handle_retry_and_dlq(request, h, msg, topic_config)
-            except RemoteError as e:
-                return request.make_response(e.code, e.remark, ext_fields=self._ext())
-            uniq = self._ensure_uniq_key(props)
-            tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
-            if tran and not (msg.reconsume_times > 0 and _int_prop(props, MessageConst.DELAY) > 0):
-                return request.make_response(
-                    ResponseCode.NO_PERMISSION,
-                    f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
-                    ext_fields=self._ext(),
-                )
-            self.apply_delay(msg)
-        if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
-            msg.sys_flag |= MULTI_TAGS_FLAG
+            built = self._decoded_message(ctx, request, h, queue_id, topic_config)
+            if isinstance(built, RemotingCommand):
+                return built
+            msg, uniq = built
         result = rt.store.put_message_nowait(msg)
         if result is None:
             return self._timed(self._put_one(request, msg, queue_id, uniq), started)
         return self._stored_one(request, msg, result, queue_id, uniq)
+
+    def _decoded_message(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        h: SendMessageRequestHeader,
+        queue_id: int,
+        topic_config: TopicConfig,
+    ) -> tuple[MessageToStore, str] | RemotingCommand:
+        """The message to store when its properties must be read or changed (retry topics,
+        delays, broker-added names in the sender's text): (message, UNIQ_KEY), or the refusal."""
+        rt = self._rt
+        props = self._base_properties(h.properties)
+        if _props_too_large(props):
+            return self._illegal(request)
+        reconsume = h.reconsume_times or 0
+        try:
+            topic, queue_id, topic_config = self._handle_retry_and_dlq(
+                request, h, props, queue_id, topic_config
+            )
+        except RemoteError as e:
+            return request.make_response(e.code, e.remark, ext_fields=self._ext())
+        uniq = self._ensure_uniq_key(props)
+        tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
+        if tran and not (reconsume > 0 and _int_prop(props, MessageConst.DELAY) > 0):
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
+                ext_fields=self._ext(),
+            )
+        sys_flag = _sys_flag(h.sys_flag, topic_config)
+        topic, queue_id = self.apply_delay(topic, queue_id, sys_flag, props)
+        msg = MessageToStore.with_properties(
+            topic=topic,
+            queue_id=queue_id,
+            body=request.body or b"",
+            flag=h.flag,
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=_parse_host(ctx.channel.peer),
+            reconsume_times=reconsume,
+            properties=props,
+        )
+        return msg, uniq
+
+    def _illegal(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(
+            ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark(), ext_fields=self._ext()
+        )
 
     async def _put_one(
         self, request: RemotingCommand, msg: MessageToStore, queue_id: int, uniq: str
@@ -389,13 +430,15 @@ class SendMessageProcessor:
         self,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
-        msg: MessageToStore,
+        props: dict[str, str],
+        queue_id: int,
         topic_config: TopicConfig,
-    ) -> TopicConfig:
-        """``handleRetryAndDLQ``: a ``%RETRY%`` send past its reconsume budget, or while the
-        group holds orderly locks, is redirected to ``%DLQ%<group>`` with ``DELAY=-1``."""
+    ) -> tuple[str, int, TopicConfig]:
+        """``handleRetryAndDLQ``: where the message goes. A ``%RETRY%`` send past its reconsume
+        budget, or while the group holds orderly locks, is redirected to ``%DLQ%<group>`` with
+        ``DELAY=-1`` (set in ``props``)."""
         if not tv.is_retry_topic(h.topic):
-            return topic_config
+            return h.topic, queue_id, topic_config
         rt = self._rt
         group = h.topic[len(tv.RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = rt.groups.find(group)
@@ -408,13 +451,13 @@ class SendMessageProcessor:
             max_times = h.max_reconsume_times
         reconsume = h.reconsume_times or 0
         if reconsume > max_times or not rt.locks.is_lock_all_expired(group):
-            msg.properties[MessageConst.DELAY] = "-1"
-            msg.topic = tv.dlq_topic(group)
-            msg.queue_id = rt.rng.randrange(tv.DLQ_NUMS_PER_GROUP)
-            return rt.topics.create_in_send_back(
-                msg.topic, tv.DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE
+            props[MessageConst.DELAY] = "-1"
+            dlq = tv.dlq_topic(group)
+            dlq_config = rt.topics.create_in_send_back(
+                dlq, tv.DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE
             )
-        return topic_config
+            return dlq, rt.rng.randrange(tv.DLQ_NUMS_PER_GROUP), dlq_config
+        return h.topic, queue_id, topic_config
 
     def _send_batch(
         self,
@@ -445,9 +488,7 @@ class SendMessageProcessor:
         if not entries:
             return illegal(self.illegal_remark())
         queue_id = self._pick_queue(h, topic_config)
-        sys_flag = h.sys_flag
-        if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
-            sys_flag |= MULTI_TAGS_FLAG
+        sys_flag = _sys_flag(h.sys_flag, topic_config)
         items: list[tuple[int, bytes, str]] = []
         uniqs: list[str] = []
         fast_properties = self._fast_properties
@@ -538,6 +579,13 @@ class SendMessageProcessor:
     ) -> RemotingCommand:
         """``consumerSendMsgBack`` (:mod:`.send_back`)."""
         return await consumer_send_msg_back(self._rt, self.apply_delay, request)
+
+
+def _sys_flag(sent: int, topic_config: TopicConfig) -> int:
+    """The sender's sys flag, with MULTI_TAGS for a topic of that filter type."""
+    if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
+        return sent | MULTI_TAGS_FLAG
+    return sent
 
 
 def _props_too_large(props: Mapping[str, str]) -> bool:

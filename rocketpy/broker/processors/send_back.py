@@ -11,20 +11,23 @@ from typing import Final
 
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.runtime import BrokerRuntime
-from rocketpy.broker.store_api import MessageToStore, PutMessageStatus
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.decoder import encode_offset_msg_id
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext
 from rocketpy.remoting.protocol.headers.broker import ConsumerSendMsgBackRequestHeader
+from rocketpy.store.commit_log.put_types import PutMessageStatus
 from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 V3_4_9: Final = 121  # MQVersion ordinal from which the header's maxReconsumeTimes is honoured
+#: The send path's delay routing: (topic, queue id, sys flag, properties to update in place) ->
+#: where the message is stored (``SCHEDULE_TOPIC_XXXX`` for a delayed one).
+DelayRoute = Callable[[str, int, int, dict[str, str]], tuple[str, int]]
 
 
 async def consumer_send_msg_back(
-    rt: BrokerRuntime, apply_delay: Callable[[MessageToStore], None], request: RemotingCommand
+    rt: BrokerRuntime, apply_delay: DelayRoute, request: RemotingCommand
 ) -> RemotingCommand:
     """``consumerSendMsgBack`` (client-flows.md section 6.1): the message at the header's
     commit-log offset goes again to ``%RETRY%<group>`` with the next delay level, or to
@@ -75,19 +78,18 @@ async def consumer_send_msg_back(
         props[MessageConst.ORIGIN_MESSAGE_ID] = encode_offset_msg_id(
             original.store_host, original.commit_log_offset
         )
+    escape = rt.escape if rt.is_slave else None
+    if escape is None:
+        new_topic, queue_id = apply_delay(new_topic, queue_id, original.sys_flag, props)
+    # An acting slave's retry goes to another set's master, which applies the delay.
+    put = rt.store.put_message if escape is None else escape
     msg = original.restored(
         topic=new_topic,
         queue_id=queue_id,
         properties=props,
-        store_host=rt.store_host,
         reconsume_times=original.reconsume_times + 1,
     )
-    if rt.is_slave and rt.escape is not None:
-        # acting slave: the retry goes to another set's master, which applies the delay
-        result = await rt.escape(msg)
-    else:
-        apply_delay(msg)
-        result = await rt.store.put_message(msg)
+    result = await put(msg)
     if result.stored:
         rt.stats.inc_put()
         rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))

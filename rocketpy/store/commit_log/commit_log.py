@@ -37,10 +37,10 @@ from rocketpy.common.message.record import (
 )
 from rocketpy.store.commit_log.allocation import SegmentAllocator
 from rocketpy.store.commit_log.put_types import (
-    AppendResult,
     MessageBatch,
     MessageToStore,
-    PutStatus,
+    PutMessageStatus,
+    PutResult,
     batch_fields_fit,
     fields_fit,
 )
@@ -191,7 +191,7 @@ class CommitLog:
 
     def put_message(
         self, msg: MessageToStore, appended: Callable[[], None] | None = None
-    ) -> Coroutine[Any, Any, AppendResult]:
+    ) -> Coroutine[Any, Any, PutResult]:
         """Append one message and, for SYNC_FLUSH with ``wait_store``, wait for its flush
         (the shared coroutine itself: no frame of ours per message). ``appended`` is called
         once the record is written, before that wait: the caller's work is done but for
@@ -199,32 +199,32 @@ class CommitLog:
         while the flush future is pending)."""
         return self._put(self._append_nowait, msg, msg.wait_store, appended)
 
-    def put_message_nowait(self, msg: MessageToStore) -> AppendResult | None:
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
         """:meth:`put_message` when no await is needed: None, with nothing written, when it would
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
 
     def put_batch(
         self, batch: MessageBatch, appended: Callable[[], None] | None = None
-    ) -> Coroutine[Any, Any, AppendResult]:
+    ) -> Coroutine[Any, Any, PutResult]:
         """Append a batch as consecutive records of one segment with consecutive queue offsets;
         a batch that does not fit the current segment goes whole to the next, as upstream's
         encoded batch. ``appended`` as for :meth:`put_message`."""
         return self._put(self._append_batch_nowait, batch, batch.wait_store, appended)
 
-    def put_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` when no await is needed (see :meth:`put_message_nowait`)."""
         return self._put_nowait(self._append_batch_nowait, batch)
 
     async def _put(
         self,
-        append: Callable[[_M], AppendResult | None],
+        append: Callable[[_M], PutResult | None],
         what: _M,
         wait_store: bool,
         appended: Callable[[], None] | None,
-    ) -> AppendResult:
+    ) -> PutResult:
         if not self.writable or self.disk_full:
-            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         result = append(what)
         while result is None:
             try:
@@ -232,7 +232,7 @@ class CommitLog:
             except OSError as e:
                 return self._roll_failed(e)
             result = append(what)
-        if result.status is not PutStatus.PUT_OK:
+        if result.status is not PutMessageStatus.PUT_OK:
             return result
         self._on_append()
         if self.sync_flush:
@@ -245,18 +245,16 @@ class CommitLog:
                     end, self.config.sync_flush_timeout / 1000
                 ):
                     log.warning("flush disk timeout", offset=end)
-                    return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
+                    return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
         return result
 
-    def _put_nowait(
-        self, append: Callable[[_M], AppendResult | None], what: _M
-    ) -> AppendResult | None:
+    def _put_nowait(self, append: Callable[[_M], PutResult | None], what: _M) -> PutResult | None:
         if self.sync_flush:
             return None
         if not self.writable or self.disk_full:
-            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         result = append(what)
-        if result is not None and result.status is PutStatus.PUT_OK:
+        if result is not None and result.status is PutMessageStatus.PUT_OK:
             self._on_append()
         return result
 
@@ -311,7 +309,7 @@ class CommitLog:
         self._wake.set()
         self._on_append()
 
-    def _append_nowait(self, m: MessageToStore) -> AppendResult | None:
+    def _append_nowait(self, m: MessageToStore) -> PutResult | None:
         """Encode ``m`` straight into the current segment; None when a new one is needed.
 
         No await from the offset assignment to the write: the loop is the only writer.
@@ -327,14 +325,14 @@ class CommitLog:
         body = m.body
         body_len = len(body)
         if body_len > self.config.max_message_size:
-            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         topic_text = m.topic
         topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
         text = m.properties
         props = text.encode()
         props_len = len(props)
         if props_len > MAX_PROPERTIES_BYTES:
-            return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         born = pack_address(m.born_host)
         topic_len = len(topic)
         st = record_struct(
@@ -343,13 +341,13 @@ class CommitLog:
         size = st.size
         if size + BLANK_SIZE > size_limit - pos:
             fits = self._room(mf, pos, size)
-            return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
+            return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         sys_flag = m.sys_flag
         queue_id = m.queue_id
         if not fields_fit(m):
             # Before a queue offset is taken: a field the record cannot hold would fail the
             # write after it, leaving a gap in the queue.
-            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
         queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, 1)
         self._place(
@@ -359,12 +357,10 @@ class CommitLog:
         )  # fmt: skip
         self.last_store_timestamp = now
         wrote = mf.file_from_offset + pos
-        return AppendResult(
-            PutStatus.PUT_OK, wrote, size, f"{self._msg_id_prefix}{wrote:016X}", queue_offset,
-            now, 1,
-        )  # fmt: skip
+        msg_id = f"{self._msg_id_prefix}{wrote:016X}"
+        return PutResult(PutMessageStatus.PUT_OK, wrote, size, msg_id, queue_offset, now, 1)
 
-    def _append_batch_nowait(self, batch: MessageBatch) -> AppendResult | None:
+    def _append_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`_append_nowait` for a batch: every record in the current segment, or none
         (None: a new segment is needed; the whole batch goes there). What the records share
         (topic, queue, hosts, flags) is encoded once."""
@@ -373,7 +369,7 @@ class CommitLog:
             return None
         items = batch.items
         if not items:
-            return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         max_body = self.config.max_message_size
         topic_text = batch.topic
         topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
@@ -385,21 +381,21 @@ class CommitLog:
         encoded: list[tuple[int, bytes, str, bytes, struct.Struct]] = []
         total = 0
         if not batch_fields_fit(batch):
-            return AppendResult(PutStatus.MESSAGE_ILLEGAL)  # as in _append_nowait
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)  # as in _append_nowait
         for flag, body, text in items:
             body_len = len(body)
             if body_len > max_body:
-                return AppendResult(PutStatus.MESSAGE_ILLEGAL)
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
             props = text.encode()
             if len(props) > MAX_PROPERTIES_BYTES:
-                return AppendResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+                return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
             st = record_struct(born_len, store_len, body_len, topic_len, len(props), v2)
             encoded.append((flag, body, text, props, st))
             total += st.size
         start = mf.wrote_position
         fits = self._room(mf, start, total)
         if not fits:
-            return None if fits is None else AppendResult(PutStatus.MESSAGE_ILLEGAL)
+            return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
         base = mf.file_from_offset
         prefix = self._msg_id_prefix
@@ -421,8 +417,8 @@ class CommitLog:
             pos += st.size
             queue_offset += step
         self.last_store_timestamp = now
-        return AppendResult(
-            PutStatus.PUT_OK, base + start, total, ",".join(ids), first, now, len(items),
+        return PutResult(
+            PutMessageStatus.PUT_OK, base + start, total, ",".join(ids), first, now, len(items),
         )  # fmt: skip
 
     def _topic_of(self, topic_text: str) -> bytes:
@@ -497,7 +493,7 @@ class CommitLog:
                 prepared_offset,
             ))  # fmt: skip
 
-    def _roll_failed(self, error: OSError) -> AppendResult:
+    def _roll_failed(self, error: OSError) -> PutResult:
         """A new segment could not be made: a full disk refuses writes as the clean service's
         disk-full flag does (the flag is set until its next pass finds room); anything else
         is ``CREATE_MAPPED_FILE_FAILED``. Nothing was appended either way."""
@@ -505,10 +501,10 @@ class CommitLog:
             log.error("create mapped file failed: disk full", directory=str(self.mfq.directory),
                       error=str(error))  # fmt: skip
             self.set_disk_full(True)
-            return AppendResult(PutStatus.SERVICE_NOT_AVAILABLE)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         log.error("create mapped file failed", directory=str(self.mfq.directory),
                   error=str(error))  # fmt: skip
-        return AppendResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+        return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
 
     async def _flush_once(self) -> None:
         target = self.max_offset

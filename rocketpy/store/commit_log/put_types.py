@@ -1,27 +1,49 @@
 """What a commit-log append takes and returns: one message, a batch, the outcome.
 
-Owns: :class:`MessageToStore`, :class:`MessageBatch` (``MessageExtBatch``),
-:class:`AppendResult` and :class:`PutStatus`. Pure values.
+Owns: :class:`MessageToStore` (``MessageExtBrokerInner``), :class:`MessageBatch`
+(``MessageExtBatch``), :class:`PutResult` (``PutMessageResult`` + ``AppendMessageResult``) and
+:class:`PutMessageStatus`: the one vocabulary of a put, used by the store, the broker's send
+path and HA alike. Pure values.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final, Self
 
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import encode_properties, waits_for_store
 from rocketpy.common.message.record import Address
 from rocketpy.common.types import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 
 
-class PutStatus(enum.Enum):
-    """``PutMessageStatus`` values this store produces."""
+class PutMessageStatus(enum.StrEnum):
+    """``PutMessageStatus`` names a broker can observe (the store, its flush and its HA)."""
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+#: Statuses whose message IS stored (the send response carries msgId/queueOffset).
+STORED_STATUSES: Final = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 # Not frozen: one per put on the send path (a frozen ``__init__`` costs twice as much). Treat as
@@ -42,20 +64,57 @@ class MessageToStore:
     properties: str = ""
     wait_store: bool = True
 
+    @classmethod
+    def with_properties(
+        cls,
+        *,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: Mapping[str, str],
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: Address = ("127.0.0.1", 0),
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> Self:
+        """A message whose properties are a map: encoded once here, and its ``WAIT``
+        property read into :attr:`wait_store`."""
+        return cls(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            properties=encode_properties(properties),
+            wait_store=waits_for_store(properties.get(MessageConst.WAIT)),
+        )
+
 
 # Not frozen: one per append, and a frozen ``__init__`` costs twice as much. Treat as read-only.
 # Positional fields: the append path builds one per message without keywords.
 @dataclass(slots=True)
-class AppendResult:
-    """Outcome of one put (a batch reports its first record's offsets and all msg ids)."""
+class PutResult:
+    """Outcome of one put (a batch reports its first record's offsets and all msg ids,
+    joined with ``,``)."""
 
-    status: PutStatus
+    status: PutMessageStatus
     wrote_offset: int = -1
     wrote_bytes: int = 0
     msg_id: str = ""
     queue_offset: int = -1
     store_timestamp: int = 0
     msg_num: int = 0
+
+    @property
+    def stored(self) -> bool:
+        """True when the message is in the commit log (even if flush/replication timed out)."""
+        return self.status in STORED_STATUSES
 
 
 # Not frozen: one per batch send. Treat as read-only.

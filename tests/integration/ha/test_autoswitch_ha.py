@@ -26,7 +26,7 @@ from rocketpy.ha.protocol import (
     encode_transfer_report,
 )
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry
@@ -77,7 +77,7 @@ async def _put(store: MessageStore, first: int, count: int) -> int:
     for i in range(first, first + count):
         msg = MessageToStore(topic="AsTopic", queue_id=i % 2, body=b"as-%05d" % i * 6)
         r = await store.put_message(msg)
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         end = r.wrote_offset + r.wrote_bytes
     return end
 

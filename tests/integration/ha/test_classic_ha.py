@@ -20,7 +20,7 @@ from rocketpy.ha.protocol import (
     encode_classic_frame,
     encode_offset_report,
 )
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 
@@ -58,7 +58,7 @@ async def _put(store: MessageStore, first: int, count: int) -> int:
     end = 0
     for i in range(first, first + count):
         r = await store.put_message(_msg(i))
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         end = r.wrote_offset + r.wrote_bytes
     return end
 

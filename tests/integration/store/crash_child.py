@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 
@@ -49,7 +49,7 @@ async def main(root: Path, default_sizes: bool) -> None:
         r = await store.put_message(
             MessageToStore(topic="Crash", queue_id=0, body=body(next_offset))
         )
-        if r.status is not PutStatus.PUT_OK:
+        if r.status is not PutMessageStatus.PUT_OK:
             raise SystemExit(f"put failed: {r.status}")
         emit("ack", r.wrote_offset, r.queue_offset)
         next_offset = r.queue_offset + 1

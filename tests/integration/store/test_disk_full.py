@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocketpy.common.message.decoder import decode_record
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 
@@ -58,15 +58,15 @@ async def test_disk_full_on_segment_roll_refuses_cleanly(small_disk: Path) -> No
         await store.start()
         try:
             acked: list[tuple[int, bytes]] = []
-            status = PutStatus.PUT_OK
+            status = PutMessageStatus.PUT_OK
             for i in range(2000):
                 body = f"m{i}-".encode() * 100
                 r = await store.put_message(MessageToStore(topic="Full", queue_id=0, body=body))
                 status = r.status
-                if status is not PutStatus.PUT_OK:
+                if status is not PutMessageStatus.PUT_OK:
                     break
                 acked.append((r.wrote_offset, body))
-            assert status is PutStatus.SERVICE_NOT_AVAILABLE
+            assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
             assert len(acked) > 100
             assert not list(cfg.commit_log_dir.glob("*.tmp"))
             for offset, body in acked:
@@ -76,6 +76,6 @@ async def test_disk_full_on_segment_roll_refuses_cleanly(small_disk: Path) -> No
             filler.unlink()
             await store.clean.run_once()
             r = await store.put_message(MessageToStore(topic="Full", queue_id=0, body=b"after"))
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
         finally:
             await store.stop()

@@ -12,7 +12,7 @@ import pytest
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.store.checkpoint import decode_checkpoint
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.message_store import MessageStore
 
@@ -70,7 +70,7 @@ async def test_commit_log_sync_group_commit_one_flush_for_many(tmp_path: Path) -
         await store.put_message(_msg())  # the first put creates the segment
         before = store.commit_log.flushes
         results = await asyncio.gather(*(store.put_message(_msg()) for _ in range(64)))
-        assert {r.status for r in results} == {PutStatus.PUT_OK}
+        assert {r.status for r in results} == {PutMessageStatus.PUT_OK}
         assert store.commit_log.flushed_offset >= max(
             r.wrote_offset + r.wrote_bytes for r in results
         )
@@ -107,8 +107,8 @@ async def test_commit_log_sync_flush_dispatches_durable_records_without_later_pu
         await store.start()
         for _ in range(2):
             results = await asyncio.gather(*(store.put_message(_msg()) for _ in range(64)))
-            assert {r.status for r in results} == {PutStatus.PUT_OK}
-        assert (await store.put_message(_msg())).status is PutStatus.PUT_OK
+            assert {r.status for r in results} == {PutMessageStatus.PUT_OK}
+        assert (await store.put_message(_msg())).status is PutMessageStatus.PUT_OK
         await wait_until(lambda: store.max_offset_in_queue("FlushTopic", 0) == 129, 5)
         assert len(recorder.seen) == 129
         assert all(end <= flushed for end, flushed in recorder.seen)
@@ -130,9 +130,9 @@ async def test_commit_log_sync_flush_timeout(tmp_path: Path) -> None:
         finally:
             stuck.set()
         await blocker
-        assert first.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert first.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         second = await store.put_message(_msg())
-        assert second.status is PutStatus.PUT_OK
+        assert second.status is PutMessageStatus.PUT_OK
         assert store.commit_log.flushed_offset >= first.wrote_offset + first.wrote_bytes
         await store.stop()
 

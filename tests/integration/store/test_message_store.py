@@ -13,11 +13,11 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.common.message.decoder import decode_record
 from rocketpy.common.message.record import encode_record
-from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.dispatch import DispatchRequest
-from rocketpy.store.message_store import GetStatus, MessageStore
+from rocketpy.store.message_store import GetMessageStatus, MessageStore
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +57,13 @@ async def test_message_store_put_get_roll_restart(tmp_path: Path) -> None:
         offsets = {0: [], 1: []}  # type: dict[int, list[int]]
         for i in range(60):
             r = await store.put_message(_msg(i, i % 2))
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
             offsets[i % 2].append(r.queue_offset)
         assert offsets[0] == list(range(30))
         assert len(store.commit_log.mfq.files) > 2
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 30, 5)
         got = store.get_message("g", "TopicTest", 0, offset=0, max_count=100)
-        assert got.status is GetStatus.FOUND
+        assert got.status is GetMessageStatus.FOUND
         bodies = [decode_record(b).body for b in got.records]
         assert bodies == [_msg(i).body for i in range(0, 60, 2)]
         before = got.records
@@ -78,7 +78,7 @@ async def test_message_store_put_get_roll_restart(tmp_path: Path) -> None:
         r = await again.put_message(_msg(99))
         assert r.queue_offset == 30
         assert again.get_message("g", "TopicTest", 0, offset=32, max_count=1).status is (
-            GetStatus.OFFSET_OVERFLOW_BADLY
+            GetMessageStatus.OFFSET_OVERFLOW_BADLY
         )
         await again.stop()
 
@@ -92,16 +92,16 @@ async def test_message_store_get_statuses(tmp_path: Path) -> None:
         store = MessageStore(_config(tmp_path))
         await store.start()
         assert store.get_message("g", "Nope", 0, offset=0, max_count=1).status is (
-            GetStatus.NO_MATCHED_LOGIC_QUEUE
+            GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
         )
         results = [await store.put_message(_msg(i)) for i in range(3)]
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 3, 5)
         one = store.get_message("g", "TopicTest", 0, offset=3, max_count=1)
-        assert (one.status, one.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 3)
+        assert (one.status, one.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 3)
         bad = store.get_message("g", "TopicTest", 0, offset=5, max_count=1)
-        assert (bad.status, bad.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 3)
+        assert (bad.status, bad.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 3)
         none = store.get_message("g", "TopicTest", 0, offset=1, max_count=5, tags_codes={1})
-        assert none.status is GetStatus.NO_MATCHED_MESSAGE
+        assert none.status is GetMessageStatus.NO_MATCHED_MESSAGE
         raw = store.look_message_by_offset(results[1].wrote_offset)
         assert raw is not None
         assert decode_record(raw).body == _msg(1).body
@@ -148,7 +148,7 @@ async def test_message_store_sync_group_commit(tmp_path: Path) -> None:
         store = MessageStore(_config(tmp_path, "SYNC_FLUSH"))
         await store.start()
         results = await asyncio.gather(*(store.put_message(_msg(i)) for i in range(64)))
-        assert {r.status for r in results} == {PutStatus.PUT_OK}
+        assert {r.status for r in results} == {PutMessageStatus.PUT_OK}
         assert len({r.wrote_offset for r in results}) == 64
         assert max(r.wrote_offset + r.wrote_bytes for r in results) <= (
             store.commit_log.flushed_offset
@@ -185,7 +185,7 @@ async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path
         seen = _record_dispatches(store)
         await store.start()
         for i in range(40):
-            assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
+            assert (await store.put_message(_msg(i))).status is PutMessageStatus.PUT_OK
         await wait_until(lambda: len(seen) == 40, 5)
         for req in seen:
             scanned, size = read_request(
@@ -196,7 +196,7 @@ async def test_message_store_dispatch_hints_equal_scanned_records(tmp_path: Path
         await store.truncate_files(cut)
         assert not store.commit_log.dispatch_hints
         for i in range(100, 105):
-            assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
+            assert (await store.put_message(_msg(i))).status is PutMessageStatus.PUT_OK
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 25, 5)
         got = store.get_message("g", "TopicTest", 0, offset=20, max_count=10)
         assert [decode_record(b).body for b in got.records] == [
@@ -219,14 +219,14 @@ async def test_message_store_put_nowait_until_segment_full(tmp_path: Path) -> No
         offsets = [first.queue_offset]
         i = 1
         while (r := store.put_message_nowait(_msg(i))) is not None:
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
             offsets.append(r.queue_offset)
             i += 1
         assert offsets == list(range(i))
         assert i > 5
         segments = len(store.commit_log.mfq.files)
         r2 = await store.put_message(_msg(i))
-        assert (r2.status, r2.queue_offset) == (PutStatus.PUT_OK, i)
+        assert (r2.status, r2.queue_offset) == (PutMessageStatus.PUT_OK, i)
         assert len(store.commit_log.mfq.files) == segments + 1
         await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == i + 1, 5)
         await store.stop()
@@ -280,7 +280,7 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
         n = 0
         while True:
             r = await store.put_message(_msg(n))
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
             n += 1
             last = store.commit_log.mfq.last
             assert last is not None
@@ -291,7 +291,7 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
         assert store.put_batch_nowait(batch) is None
         assert store.commit_log.topic_queue_table["TopicTest-0"] == n
         r = await store.put_batch(batch)
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         assert (r.queue_offset, r.msg_num, len(r.msg_id.split(","))) == (n, 10, 10)
         assert len(store.commit_log.mfq.files) == segments + 1
         assert r.wrote_offset == store.commit_log.mfq.files[-1].file_from_offset
@@ -303,7 +303,7 @@ async def test_message_store_batch_never_spans_segments(tmp_path: Path) -> None:
         end = store.commit_log.max_offset
         huge = _batch(range(60))  # about 6 KiB of records
         r2 = await store.put_batch(huge)
-        assert r2.status is PutStatus.MESSAGE_ILLEGAL
+        assert r2.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert store.commit_log.max_offset == end
         await store.stop()
 
@@ -338,7 +338,7 @@ async def test_message_store_batch_records_equal_single_records(
             singles.append(await one.put_message(msg))
         items = [(i, body, text) for i, (body, text) in enumerate(zip(bodies, texts, strict=True))]
         r = await both.put_batch(MessageBatch(items=items, **shared))  # type: ignore[arg-type]
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         assert (r.wrote_offset, r.queue_offset, r.msg_num) == (0, 0, 5)
         assert r.msg_id == ",".join(s.msg_id for s in singles)
         assert r.wrote_bytes == sum(s.wrote_bytes for s in singles)
@@ -362,14 +362,14 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
         store = MessageStore(_config(tmp_path))
         seen = _record_dispatches(store)
         await store.start()
-        assert (await store.put_message(_msg(0))).status is PutStatus.PUT_OK
+        assert (await store.put_message(_msg(0))).status is PutMessageStatus.PUT_OK
         await wait_until(lambda: len(seen) == 1, 5)
         reput = store.reput
         await reput.stop(store._put_cq)
         offsets = []
         for i in range(1, 30):
             r = await store.put_message(_msg(i))
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
             offsets.append(r.wrote_offset)
         hints = store.commit_log.dispatch_hints
         kept = [h for h in hints if h[0] not in offsets[4:9]]
@@ -411,11 +411,11 @@ async def test_message_store_batch_runs_build_units_and_tell_arrival_once_per_ta
         await store.reput.stop(store._put_cq)
         for n in range(5):
             r = await store.put_batch(_batch(range(n * 7, n * 7 + 7)))
-            assert (r.status, r.queue_offset, r.msg_num) == (PutStatus.PUT_OK, n * 7, 7)
-            assert (await store.put_message(_msg(100 + n, 1))).status is PutStatus.PUT_OK
+            assert (r.status, r.queue_offset, r.msg_num) == (PutMessageStatus.PUT_OK, n * 7, 7)
+            assert (await store.put_message(_msg(100 + n, 1))).status is PutMessageStatus.PUT_OK
         items = [(0, m.body, m.properties) for m in map(_msg, range(200, 206))]
         r = await store.put_batch(MessageBatch(topic="TopicTest", queue_id=1, items=items))
-        assert (r.status, r.queue_offset) == (PutStatus.PUT_OK, 5)
+        assert (r.status, r.queue_offset) == (PutMessageStatus.PUT_OK, 5)
         await store.reput.dispatch_available(store._put_cq)
         assert store.reput.reput_from == store.commit_log.max_offset
         assert len(seen) == 46

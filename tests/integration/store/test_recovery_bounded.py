@@ -17,7 +17,7 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.message.decoder import decode_record
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.unit import UNIT_SIZE, CqUnit
@@ -47,7 +47,7 @@ async def _fill(store: MessageStore, count: int) -> list[int]:
     offsets = []
     for i in range(count):
         r = await store.put_message(_msg(i, i % 2))
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         offsets.append(r.wrote_offset)
     top = store.commit_log.max_offset
     await wait_until(lambda: store.reput.reput_from >= top, 5)

@@ -12,9 +12,9 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
-from rocketpy.store.message_store import GetStatus, MessageStore
+from rocketpy.store.message_store import GetMessageStatus, MessageStore
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ async def _fill(store: MessageStore, count: int) -> list[int]:
         r = await store.put_message(
             MessageToStore(topic="Ret", queue_id=0, body=f"m{i}".encode() * 40)
         )
-        assert r.status is PutStatus.PUT_OK
+        assert r.status is PutMessageStatus.PUT_OK
         offsets.append(r.wrote_offset)
     cl = store.commit_log
     await wait_until(lambda: store.reput.reput_from >= cl.max_offset, 5)
@@ -96,9 +96,9 @@ async def test_retention_deletes_expired_head_and_moves_min_offsets(tmp_path: Pa
         assert store.min_offset_in_queue("Ret", 0) == first_kept
         assert len(store.queues[("Ret", 0)].mfq.files) == cq_files_before - first_kept // 10
         low = store.get_message("g", "Ret", 0, offset=first_kept - 1, max_count=1)
-        assert low.status is GetStatus.OFFSET_TOO_SMALL
+        assert low.status is GetMessageStatus.OFFSET_TOO_SMALL
         ok = store.get_message("g", "Ret", 0, offset=first_kept, max_count=1)
-        assert ok.status is GetStatus.FOUND
+        assert ok.status is GetMessageStatus.FOUND
 
         _age(store, clock, old=len(files))
         await store.clean.run_once()
@@ -157,10 +157,10 @@ async def test_retention_never_forces_unexpired_deletion_by_default(tmp_path: Pa
         msg = MessageToStore(topic="Ret", queue_id=0, body=b"x")
         disk.ratio = 0.86
         assert await store.clean.run_once() == 0
-        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+        assert (await store.put_message(msg)).status is PutMessageStatus.PUT_OK
         disk.ratio = 0.95
         assert await store.clean.run_once() == 0
-        assert (await store.put_message(msg)).status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert (await store.put_message(msg)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         assert store.commit_log.mfq.files[: len(files)] == files
         await store.stop()
 
@@ -176,8 +176,8 @@ async def test_retention_disk_full_refuses_appends(tmp_path: Path) -> None:
         disk.ratio = 0.95
         await store.clean.run_once()
         msg = MessageToStore(topic="Ret", queue_id=0, body=b"x")
-        assert (await store.put_message(msg)).status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert (await store.put_message(msg)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         disk.ratio = 0.10
         await store.clean.run_once()
-        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+        assert (await store.put_message(msg)).status is PutMessageStatus.PUT_OK
         await store.stop()

@@ -18,16 +18,7 @@ from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.runtime import BrokerRuntime
-from rocketpy.broker.store_api import (
-    GetMessageStatus,
-    GetResult,
-    MessageToStore,
-    PutMessageStatus,
-    PutResult,
-    QueryResult,
-    StoredMessage,
-    StoreOffsets,
-)
+from rocketpy.broker.store_api import QueryResult, StoredMessage, StoreOffsets
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
@@ -36,7 +27,13 @@ from rocketpy.common.message.properties import decode_properties, encode_propert
 from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext, dispatch
-from rocketpy.store.commit_log.put_types import MessageBatch
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+)
+from rocketpy.store.message_store import GetMessageStatus, GetResult
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]
@@ -86,12 +83,14 @@ class MemStore:
         self.next_phy = 0
         self.listeners: list[Callable[[str, int, int, int], None]] = []
         self.put_status = PutMessageStatus.PUT_OK
+        self.store_host: tuple[str, int] = ("127.0.0.1", 10911)
 
     async def start(self) -> None:
         """Nothing to open."""
 
     def set_store_host(self, host: tuple[str, int]) -> None:
         """Messages carry their store host."""
+        self.store_host = host
 
     async def stop(self) -> None:
         """Nothing to flush."""
@@ -113,14 +112,10 @@ class MemStore:
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
             store_timestamp=self._now(),
-            store_host=msg.store_host,
+            store_host=self.store_host,
             reconsume_times=msg.reconsume_times,
             body=msg.body,
-            properties=(
-                decode_properties(msg.encoded_properties)
-                if msg.encoded_properties
-                else dict(msg.properties)
-            ),
+            properties=decode_properties(msg.properties),
         )
         stored = dataclasses.replace(stored, size=len(_encode_record(stored)))
         self.next_phy += stored.size
@@ -158,7 +153,7 @@ class MemStore:
                     topic=batch.topic, queue_id=batch.queue_id, body=body, flag=flag,
                     sys_flag=batch.sys_flag, born_timestamp=batch.born_timestamp,
                     born_host=batch.born_host, reconsume_times=batch.reconsume_times,
-                    encoded_properties=text,
+                    properties=text,
                 )
             )
             for flag, body, text in batch.items

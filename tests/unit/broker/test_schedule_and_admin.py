@@ -51,7 +51,6 @@ async def test_schedule_delivers_when_due_and_persists(
         parse_delay_levels("1s 5s"),
         tmp_path,
         reput=h.store.put_message,
-        store_host=lambda: h.rt.store_host,
         clock=h.clock,
     )
     h.clock.advance(1_000)
