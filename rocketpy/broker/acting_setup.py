@@ -1,4 +1,4 @@
-"""ActingMasterSetup: wires slave-acting-master mode into one BrokerService.
+"""ActingMasterSetup: wires slave-acting-master mode into one broker.
 
 Owns: building the :class:`ActingMasterService`, the :class:`EscapeBridge`, the
 :class:`BrokerPreOnlineService` and the 905/906 processor over a broker's components, and their
@@ -11,22 +11,25 @@ Must not: hold state of its own beyond the objects it built.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
 from rocketpy.broker.acting_master import ActingMasterService
+from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.escape_bridge import EscapeBridge
+from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.pre_online import BrokerPreOnlineService
 from rocketpy.broker.processors.acting_master import ActingMasterProcessor
+from rocketpy.broker.schedule import ScheduleMessageService
 from rocketpy.common.errors import RemotingError
+from rocketpy.ha.classic.service import DefaultHAService
+from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
 from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
-
-if TYPE_CHECKING:
-    from rocketpy.broker.service import BrokerService
 
 log = structlog.get_logger(__name__)
 
@@ -34,59 +37,87 @@ log = structlog.get_logger(__name__)
 class ActingMasterSetup:
     """The acting-master pieces of one broker."""
 
-    def __init__(self, svc: BrokerService, client: RemotingClient) -> None:
-        """Build everything; register the 905/906 processor in ``svc.registry``.
+    def __init__(
+        self,
+        *,
+        config: Callable[[], BrokerConfig],
+        client: RemotingClient,
+        registry: ProcessorRegistry,
+        ha_config: HAConfig | None,
+        ha: Callable[[], DefaultHAService | None],
+        schedule: ScheduleMessageService,
+        offsets: ConsumerOffsetManager,
+        address: Callable[[], str],
+        ha_server_addr: Callable[[], str],
+        max_phy_offset: Callable[[], int],
+        register: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Build everything; register the 905/906 processor in ``registry``.
 
         Args:
-            svc: the broker (built, not started).
-            client: its outbound remoting client (dispatching into ``svc.registry``, so the
+            config: the broker's current settings (UPDATE_BROKER_CONFIG replaces them).
+            client: its outbound remoting client (dispatching into ``registry``, so the
                 NameServer's oneway 905 on the registration connection reaches the processor).
+            registry: where the broker's request processors are registered.
+            ha_config: classic HA settings (``totalReplicas``, the housekeeping interval).
+            ha: the classic HA service, if the store runs one.
+            schedule: the schedule service, run by the set's minimum-id broker only.
+            offsets: consumer offsets (synced back by pre-online; an acting change bumps their
+                DataVersion).
+            address: this broker's ``ip:port`` (the real port once bound).
+            ha_server_addr: this broker's HA address as registered.
+            max_phy_offset: the commit log's max physical offset.
+            register: a forced ``registerBrokerAll``.
         """
-        self._svc = svc
-        cfg = svc.config
-        self.api = ActingMasterAPI(client, timeout_ms=cfg.send_heartbeat_timeout_ms)
-        ha_config = svc.ha_config
+        self._config = config
+        self._ha_config = ha_config
+        self._ha = ha
+        self._schedule = schedule
+        self._offsets = offsets
+        self._address = address
+        self._ha_server_addr = ha_server_addr
+        self._max_phy_offset = max_phy_offset
+        self.api = ActingMasterAPI(client, timeout_ms=config().send_heartbeat_timeout_ms)
         self.acting = ActingMasterService(
-            config=lambda: svc.config,
+            config=config,
             api=self.api,
-            address=lambda: svc.address,
+            address=address,
             total_replicas=ha_config.total_replicas if ha_config is not None else 1,
-            special=svc.schedule,
-            register=lambda: svc.register_broker_all(force=True),
-            ha=lambda: svc.ha,
-            on_acting=svc.offsets.bump_data_version,
+            special=schedule,
+            register=register,
+            ha=ha,
+            on_acting=offsets.bump_data_version,
         )
-        self.escape = EscapeBridge(self.api, lambda: svc.config)
+        self.escape = EscapeBridge(self.api, config)
         self._init_max_offset = 0
         processor = ActingMasterProcessor(
             self.acting,
-            broker_id=lambda: svc.config.broker_id,
-            ha=lambda: svc.ha,
-            ha_server_addr=lambda: svc.identity().ha_server_addr,
-            address=lambda: svc.address,
+            broker_id=lambda: config().broker_id,
+            ha=ha,
+            ha_server_addr=ha_server_addr,
+            address=address,
             init_max_offset=lambda: self._init_max_offset,
         )
         for code, handler in processor.handlers().items():
-            svc.registry.register(code, handler)
+            registry.register(code, handler)
         self.pre_online: BrokerPreOnlineService | None = None
 
     async def start(self) -> None:
         """After the store, listener and metadata are up: go online (or start pre-online)."""
-        svc = self._svc
-        self._init_max_offset = svc.store.store_offsets().max_phy_offset
+        self._init_max_offset = self._max_phy_offset()
         await self.acting.start()
         if self.acting.isolated:
-            ha_config = svc.ha_config
+            ha_config = self._ha_config
             housekeeping_ms = ha_config.ha_housekeeping_interval_ms if ha_config else 20_000
             self.pre_online = BrokerPreOnlineService(
-                config=lambda: svc.config,
+                config=self._config,
                 api=self.api,
                 acting=self.acting,
-                address=lambda: svc.address,
-                ha_server_addr=lambda: svc.identity().ha_server_addr,
-                ha=lambda: svc.ha,
-                offsets=svc.offsets,
-                schedule=svc.schedule,
+                address=self._address,
+                ha_server_addr=self._ha_server_addr,
+                ha=self._ha,
+                offsets=self._offsets,
+                schedule=self._schedule,
                 init_max_offset=self._init_max_offset,
                 handshake_timeout_s=housekeeping_ms / 1000,
             )
@@ -108,7 +139,7 @@ class ActingMasterSetup:
         synced from the NameServer) to lock ``body``'s queues for itself only, each within 1 s,
         all within 2 s as upstream's latch; the queue sets the members locked (a member that
         failed or did not answer in time counts as having locked nothing)."""
-        me = self._svc.config.broker_id
+        me = self._config().broker_id
         peers = [a for i, a in self.acting.member_group.broker_addrs.items() if i != me]
         tasks = [
             asyncio.create_task(self.api.lock_batch_mq(addr, body, 1.0), name=f"lock-mq/{addr}")

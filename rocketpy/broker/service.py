@@ -150,7 +150,6 @@ class BrokerService:
         self._config_version = DataVersion(timestamp=clock.wall_ms())
         self._tasks = TaskSet(f"{config.broker_name}/broker")
         self._stop = asyncio.Event()
-        self.registration = NameServerRegistration(self, self._stop, self._tasks)
         self._meta_dirty = asyncio.Event()
         #: Set when a critical background loop died of a bug; the CLI then exits non-zero.
         self.failed = asyncio.Event()
@@ -171,8 +170,18 @@ class BrokerService:
         self._build(config, max_message_size, is_slave)
         if config.enable_controller_mode:
             self.replicas = ControllerModeSetup(
-                self,
+                config,
                 client=self._client,
+                registry=self.registry,
+                store=self._store,
+                runtime=self.runtime,
+                ha_config=self._ha_config,
+                master_services=self.schedule,
+                address=lambda: self.address,
+                bump_data_version=self.topics.bump_data_version,
+                register=lambda: self.register_broker_all(force=True),
+                on_auto_ha=self._attach_auto_ha,
+                on_ready=self.mark_ready,
                 store_root=self._store_root,
                 store_config=self._store_config,
                 executor=self._executor,
@@ -180,10 +189,41 @@ class BrokerService:
                 on_fatal=self._critical_failed,
             ).replicas
         elif config.enable_acting_master:
-            self.acting = ActingMasterSetup(self, self._client)
+            self.acting = ActingMasterSetup(
+                config=lambda: self._config,
+                client=self._client,
+                registry=self.registry,
+                ha_config=self._ha_config,
+                ha=lambda: self.ha,
+                schedule=self.schedule,
+                offsets=self.offsets,
+                address=lambda: self.address,
+                ha_server_addr=lambda: self.identity().ha_server_addr,
+                max_phy_offset=lambda: self._store.store_offsets().max_phy_offset,
+                register=lambda: self.register_broker_all(force=True),
+            )
             self.runtime.escape = self.acting.escape_put
             self.runtime.lock_on_replicas = self.acting.lock_on_replicas
             self.runtime.total_replicas = self.ha_config.total_replicas if self.ha_config else 1
+        self.registration = NameServerRegistration(
+            config=lambda: self._config,
+            outer=self.outer,
+            topics=self.topics,
+            identity=self.identity,
+            is_slave=lambda: self.runtime.is_slave,
+            set_master_addr=self.slave_sync.set_master_addr,
+            isolated=lambda: self.acting is not None and self.acting.isolated,
+            replicas=self.replicas,
+            ha_config=self._ha_config,
+            classic_ha=lambda: self.ha,
+            auto_ha=lambda: self.auto_ha,
+            stop=self._stop,
+            tasks=self._tasks,
+        )
+
+    def _attach_auto_ha(self, service: AutoSwitchHAService) -> None:
+        """Controller mode: the AutoSwitch HA service, built once the epoch file is open."""
+        self.auto_ha = service
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
         clock = self._clock
@@ -232,7 +272,7 @@ class BrokerService:
             default_query_max_num=config.default_query_max_num,
             is_slave=is_slave,
             clock=clock,
-            register_now=self.registration.want,
+            register_now=self._register_soon,
         )
         self._send = SendMessageProcessor(self.runtime)
         self._pull = PullMessageProcessor(self.runtime)
@@ -515,6 +555,11 @@ class BrokerService:
     async def register_broker_all(self, *, force: bool) -> None:
         """``registerBrokerAll`` with every NameServer (:class:`NameServerRegistration`)."""
         await self.registration.register_all(force=force)
+
+    def _register_soon(self) -> None:
+        # a method, not ``self.registration.want``: the registration is built last (it reads
+        # the controller-mode parts built after the runtime)
+        self.registration.want()
 
     def _topics_changed(self) -> None:
         self._meta_dirty.set()
