@@ -23,7 +23,6 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
 
 import structlog
 
@@ -33,6 +32,7 @@ from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
 from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.managed_store import ManagedStore, StoreFactory, default_store_factory
 from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -47,7 +47,6 @@ from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
-from rocketpy.broker.store_api import BrokerStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet, periodic
@@ -69,37 +68,6 @@ from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.config_shapes import DataVersion
 
 log = structlog.get_logger(__name__)
-
-
-class ManagedStore(BrokerStore, Protocol):
-    """A :class:`BrokerStore` with a life cycle."""
-
-    async def start(self) -> None:
-        """Open, recover and start dispatching; return when reads and writes are served."""
-        ...
-
-    async def stop(self) -> None:
-        """Flush the commit log and consume queues, write the checkpoint, close files."""
-        ...
-
-    def set_store_host(self, host: tuple[str, int]) -> None:
-        """This broker's ``brokerIP1:port`` once bound (records and offset msg ids carry it)."""
-        ...
-
-
-#: Builds the (unopened) message store.
-StoreFactory = Callable[[], ManagedStore]
-
-
-def default_store_factory(
-    config: BrokerConfig,
-    store_config: MessageStoreConfig,
-    clock: Clock,
-    ha_config: HAConfig | None = None,
-) -> StoreFactory:
-    """``rocketpy.store``'s MessageStore behind the broker's store calls (with classic HA when
-    ``ha_config`` is given)."""
-    return lambda: MessageStoreAdapter(store_config, config, clock=clock, ha=ha_config)
 
 
 class BrokerService:
@@ -557,8 +525,7 @@ class BrokerService:
         await self.registration.register_all(force=force)
 
     def _register_soon(self) -> None:
-        # a method, not ``self.registration.want``: the registration is built last (it reads
-        # the controller-mode parts built after the runtime)
+        # not ``self.registration.want`` itself: the registration is built after the runtime
         self.registration.want()
 
     def _topics_changed(self) -> None:
