@@ -26,7 +26,6 @@ Decided:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
@@ -107,11 +106,6 @@ class ActingMasterService:
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._tasks = TaskSet(f"{cfg.broker_name}/acting-master")
-
-    @property
-    def special_service_running(self) -> bool:
-        """``isSpecialServiceRunning``."""
-        return self._special_running
 
     @property
     def acting(self) -> bool:
@@ -284,10 +278,3 @@ class ActingMasterService:
         await self.change_special_service_status(self._config().broker_id == min_id)
         self.isolated = False
         await self._register()
-
-    async def wait_stopped(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for :meth:`stop`; True if it was called."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self._stop.wait()
-        return self._stop.is_set()

@@ -139,15 +139,6 @@ class ConsumerOffsetManager:
                 out.add(topic)
         return out
 
-    def which_group_by_topic(self, topic: str) -> set[str]:
-        """``whichGroupByTopic``: groups with offsets on ``topic``."""
-        out: set[str] = set()
-        for key in self._offsets:
-            t, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
-            if t == topic:
-                out.add(group)
-        return out
-
     @property
     def offset_table(self) -> Mapping[str, Mapping[int, int]]:
         """A read-only view of ``offsetTable``."""

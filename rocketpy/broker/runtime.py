@@ -86,8 +86,3 @@ class BrokerRuntime:
     def broker_readable(self) -> bool:
         """``PermName.isReadable(brokerPermission)``."""
         return bool(self.config.broker_permission & PERM_READ)
-
-    @property
-    def store_addr(self) -> str:
-        """``brokerIP1:listenPort`` as the broker sees itself."""
-        return f"{self.store_host[0]}:{self.store_host[1]}"

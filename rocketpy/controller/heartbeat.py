@@ -149,15 +149,6 @@ class BrokerHeartbeatManager:
         record = self._table.get((cluster_name, broker_name, broker_id))
         return None if record is None else record.info
 
-    def active_brokers_num(self) -> dict[str, dict[str, int]]:
-        """``getActiveBrokersNum``: cluster -> broker name -> alive replicas."""
-        out: dict[str, dict[str, int]] = {}
-        for cluster, name, broker_id in self._table:
-            if self.is_alive(cluster, name, broker_id):
-                per = out.setdefault(cluster, {})
-                per[name] = per.get(name, 0) + 1
-        return out
-
     def records(self) -> list[HeartbeatRecord]:
         """Every row (for ``statistics()`` and admin views)."""
         return list(self._table.values())

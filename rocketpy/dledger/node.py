@@ -159,11 +159,6 @@ class RaftNode:
         """What the log's recovery found and repaired at :meth:`start` (None before)."""
         return None if self._log is None else self._log.recovery
 
-    @property
-    def dropped_messages(self) -> int:
-        """Peer messages dropped by the transport (full queue, unreachable peer)."""
-        return self._transport.dropped
-
     def status(self) -> Status:
         """The core's status (a blank candidate status before start)."""
         if self._core is not None:

@@ -158,10 +158,6 @@ class RaftLog:
             out = out + self.unstable.entries[start : hi - offset]
         return limit_size(out, max_bytes)
 
-    def entries_from(self, lo: LogIndex, max_bytes: int) -> list[Entry]:
-        """Entries from ``lo`` to the end, size-limited."""
-        return self.slice(lo, LogIndex(self.last_index() + 1), max_bytes)
-
     def next_committed(self, max_bytes: int) -> list[Entry]:
         """Committed entries not yet applied."""
         lo = LogIndex(max(self.applied + 1, self.first_index()))

@@ -226,20 +226,6 @@ async def write_atomic_async(
     await loop.run_in_executor(executor, lambda: write_atomic(path, data, keep_backup=keep_backup))
 
 
-async def read_with_backup_async(
-    executor: Executor | None, path: Path, parse: Callable[[bytes], T | None]
-) -> Loaded[T] | None:
-    """:func:`read_with_backup` on ``executor`` (None: the loop's default executor)."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, read_with_backup, path, parse)
-
-
-async def remove_with_backup_async(executor: Executor | None, path: Path) -> None:
-    """:func:`remove_with_backup` on ``executor`` (None: the loop's default executor)."""
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(executor, remove_with_backup, path)
-
-
 class LatestWinsWriter:
     """Writes successive versions of one file off the loop; an older version never overwrites a
     newer one.

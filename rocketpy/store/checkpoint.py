@@ -188,11 +188,6 @@ class StoreCheckpoint:
         """Flush and unmap (``StoreCheckpoint.shutdown``); idempotent. Blocks."""
         self._close(self.values())
 
-    async def close_async(self, executor: Executor | None) -> None:
-        """Snapshot the values on the loop, then :meth:`close` on ``executor``."""
-        values = self.values()
-        await asyncio.get_running_loop().run_in_executor(executor, self._close, values)
-
     def _close(self, values: CheckpointValues) -> None:
         with self._io_lock:
             page, self._map = self._map, None

@@ -1,7 +1,7 @@
 """Retention: delete expired commit-log segments, then the consume-queue segments they orphan.
 
-Owns: when to delete (the ``deleteWhen`` hours, disk usage over ``diskMaxUsedSpaceRatio``, a
-manual request), the disk-full flag (usage over ``diskSpaceWarningLevelRatio``), which head
+Owns: when to delete (the ``deleteWhen`` hours, disk usage over ``diskMaxUsedSpaceRatio``),
+the disk-full flag (usage over ``diskSpaceWarningLevelRatio``), which head
 segments go (older than ``fileReservedTime`` hours, or any when cleaning at once over
 ``diskSpaceCleanForciblyRatio``), and the consume-queue follow-up (``deleteExpiredFile`` +
 ``correctMinOffset``) plus min-offset hooks (the index service). Mirrors
@@ -35,7 +35,6 @@ from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
 
-MAX_MANUAL_DELETE_FILE_TIMES: Final = 20
 DELETE_FILES_BATCH_MAX: Final = 10  # DefaultMessageStore.deleteFileBatchMax default
 _HOUR_MS: Final = 3_600_000
 
@@ -104,7 +103,6 @@ class CleanService:
         #: Smallest physical offset something (a slave) still needs; None = no extra floor.
         self.floor: Callable[[], int] | None = None
         self.min_offset_hooks: list[MinOffsetHook] = []
-        self._manual = 0
         self._last_min_offset = 0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -120,11 +118,6 @@ class CleanService:
         task, self._task = self._task, None
         if task is not None:
             await task
-
-    def execute_delete_files_manually(self) -> None:
-        """``executeDeleteFilesManually``: the next 20 passes delete whatever the hour."""
-        self._manual = MAX_MANUAL_DELETE_FILE_TIMES
-        log.info("executeDeleteFilesManually was invoked")
 
     async def _run(self) -> None:
         interval = self._config.clean_resource_interval / 1000
@@ -150,11 +143,9 @@ class CleanService:
         space, at_once = self._space_to_delete(ratio)
         time_up = is_time_to_delete(self._config.delete_when, self._clock.wall_ms())
         deleted = 0
-        if time_up or space or self._manual > 0:
-            manual = self._manual > 0
-            self._manual = max(0, self._manual - 1)
+        if time_up or space:
             log.info("begin to delete before hours file", time_up=time_up, space_full=space,
-                     manual=manual, clean_at_once=at_once,
+                     clean_at_once=at_once,
                      hours=self._config.file_reserved_time)  # fmt: skip
             deleted = await self._delete_commit_log(
                 clean_at_once=at_once and self._config.clean_file_forcibly_enable

@@ -96,10 +96,6 @@ class EpochFileCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def first_entry(self) -> EpochEntry | None:
-        """The oldest entry, or None."""
-        return self._entries[0] if self._entries else None
-
     def last_entry(self) -> EpochEntry | None:
         """The newest entry, or None."""
         return self._entries[-1] if self._entries else None
@@ -108,10 +104,6 @@ class EpochFileCache:
         """The newest epoch, or -1 when empty (``lastEpoch``)."""
         return self._entries[-1].epoch if self._entries else -1
 
-    def get_entry(self, epoch: int) -> EpochEntry | None:
-        """The entry of ``epoch``, or None."""
-        return next((e for e in self._entries if e.epoch == epoch), None)
-
     def find_epoch_entry_by_offset(self, offset: int) -> EpochEntry | None:
         """The entry with ``start <= offset < end``, or None."""
         return ee.find_epoch_entry_by_offset(self._entries, offset)
@@ -119,12 +111,6 @@ class EpochFileCache:
     def next_entry(self, epoch: int) -> EpochEntry | None:
         """The first entry after ``epoch``, or None."""
         return ee.next_entry(self._entries, epoch)
-
-    def set_last_epoch_entry_end_offset(self, end_offset: int) -> None:
-        """Bound the last entry at ``end_offset`` in memory (ignored if below its start)."""
-        last = self.last_entry()
-        if last is not None and last.start_offset <= end_offset:
-            self._entries = ee.link_end_offsets(self._entries, end_offset)
 
     def find_consistent_point(
         self,

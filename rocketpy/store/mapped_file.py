@@ -160,10 +160,6 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
-    def write_at(self, pos: int, data: bytes) -> None:
-        """Overwrite bytes at ``pos`` without moving the write position (tests, consume queues)."""
-        self._mapping[pos : pos + len(data)] = data
-
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at ``pos`` (relative to the segment)."""
         return self._mapping[pos : pos + size]

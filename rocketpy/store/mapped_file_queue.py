@@ -114,15 +114,6 @@ class MappedFileQueue:
             return None
         return mf.read(pos, size)
 
-    def set_positions(self, offset: int) -> None:
-        """Set wrote/flushed of the segment holding ``offset`` (and fill earlier ones)."""
-        for mf in self.files:
-            end = mf.file_from_offset + self.file_size
-            if offset >= end:
-                mf.wrote_position = mf.flushed_position = self.file_size
-            elif offset >= mf.file_from_offset:
-                mf.wrote_position = mf.flushed_position = offset - mf.file_from_offset
-
     def truncate_dirty_files(self, offset: int) -> None:
         """Delete segments wholly above ``offset``; position the one containing it. Blocks."""
         keep: list[MappedFile] = []

@@ -86,11 +86,6 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-def transaction_type(sys_flag: int) -> int:
-    """The transaction bits of ``sys_flag`` (``MessageSysFlag.getTransactionValue``)."""
-    return sys_flag & TRANSACTION_TYPE_MASK
-
-
 _UNCONSUMABLE_TYPES: Final = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
 
 

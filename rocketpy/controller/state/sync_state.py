@@ -96,10 +96,6 @@ class SyncStateInfo:
         """No master was ever elected."""
         return self.master_epoch == 0
 
-    def is_master_exist(self) -> bool:
-        """Is a master recorded?"""
-        return self.master_broker_id is not None
-
     def remove_from_sync_state(self, broker_id: int) -> None:
         """``removeFromSyncState`` (no epoch change, as upstream)."""
         self.sync_state_set = self.sync_state_set - {broker_id}

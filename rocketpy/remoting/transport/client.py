@@ -183,12 +183,6 @@ class RemotingClient:
         conn = await self.connection(addr)
         conn.invoke_oneway(request)
 
-    def close_connection(self, addr: str) -> None:
-        """Close the connection to ``addr`` if any."""
-        conn = self._conns.pop(addr, None)
-        if conn is not None:
-            conn.close()
-
     async def close(self) -> None:
         """Close every connection and stop dials in progress (idempotent)."""
         self._closed = True

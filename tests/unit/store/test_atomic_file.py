@@ -13,7 +13,6 @@ from rocketpy.store.atomic_file import (
     LatestWinsWriter,
     backup_path,
     read_with_backup,
-    read_with_backup_async,
     remove_with_backup,
     temp_path,
     write_atomic,
@@ -171,12 +170,12 @@ def test_atomic_write_failure_keeps_old_content(tmp_path: Path) -> None:
 
 
 async def test_atomic_async_wrappers(tmp_path: Path) -> None:
-    """The async wrappers run on the default executor and give the same results."""
+    """The async write wrapper runs on the default executor and gives the same result."""
     path = tmp_path / "a.json"
     async with asyncio.timeout(5):
         await write_atomic_async(None, path, b"ok:1")
         await write_atomic_async(None, path, b"ok:2")
-        loaded = await read_with_backup_async(None, path, _parse)
+    loaded = read_with_backup(path, _parse)
     assert loaded is not None
     assert loaded.value == "2"
     assert backup_path(path).read_bytes() == b"ok:1"

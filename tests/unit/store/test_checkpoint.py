@@ -33,7 +33,7 @@ async def test_checkpoint_flush_async_then_reopen(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=1) as executor:
         async with asyncio.timeout(5):
             await cp.flush_async(executor)
-            await cp.close_async(executor)
+    cp.close()
     reopened = StoreCheckpoint.open(path)
     try:
         assert reopened.existed

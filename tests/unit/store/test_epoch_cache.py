@@ -138,18 +138,13 @@ def test_epoch_cache_consistent_point_sets_both_ends() -> None:
 
 
 def test_epoch_cache_lookups() -> None:
-    """get_entry, first/last, next_entry, find_epoch_entry_by_offset, and the explicit last end
-    (ignored when below the last start)."""
+    """next_entry and find_epoch_entry_by_offset (the last entry is open-ended)."""
     cache = EpochFileCache(None, [_e(1, 0), _e(3, 100)])
-    assert cache.first_entry() == EpochEntry(epoch=1, start_offset=0, end_offset=100)
-    assert cache.get_entry(3) == EpochEntry(epoch=3, start_offset=100)
-    assert cache.get_entry(2) is None
     assert cache.next_entry(1) == cache.last_entry()
-    cache.set_last_epoch_entry_end_offset(50)
+    assert cache.find_epoch_entry_by_offset(99) == EpochEntry(
+        epoch=1, start_offset=0, end_offset=100
+    )
     assert cache.find_epoch_entry_by_offset(10**9) == cache.last_entry()
-    cache.set_last_epoch_entry_end_offset(150)
-    assert cache.find_epoch_entry_by_offset(150) is None
-    assert cache.find_epoch_entry_by_offset(149) == cache.last_entry()
 
 
 async def test_epoch_cache_memory_only_never_writes(tmp_path: Path) -> None:

@@ -359,13 +359,6 @@ class GetBrokerConfigResponseHeader:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetAllTopicConfigResponseHeader:
-    """``GetAllTopicConfigResponseHeader`` (5.x, paged topic sync; we send everything)."""
-
-    total_topic_num: int | None = wire("totalTopicNum", default=None)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ExchangeHAInfoHeader:
     """``ExchangeHAInfoRequestHeader`` / ``ExchangeHAInfoResponseHeader`` (906
     EXCHANGE_BROKER_HA_INFO, broker -> broker; both carry the same three optional fields)."""
