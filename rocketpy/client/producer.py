@@ -50,19 +50,6 @@ _STATUS: Final[dict[int, SendStatus]] = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
-#: DefaultMQProducer.retryResponseCodes (+ GO_AWAY, newer 5.x).
-_RETRY_CODES: Final = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-        ResponseCode.GO_AWAY,
-    }
-)
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
 #: A send waiting for an unreachable broker or a masterless route re-checks after 20 ms, then
 #: 40, 80, ... at most every 200 ms, until its budget ends.
@@ -311,7 +298,7 @@ class Producer:
             if status is not None:
                 return _result(status, response, mq, payload.uniq)
             error = RemoteError.for_code(response.code, response.remark or "")
-            if response.code not in _RETRY_CODES:
+            if not error.retriable:  # DefaultMQProducer.retryResponseCodes, in the errors table
                 raise error
             last_error = error
             await routes.refresh_after_failure(topic)

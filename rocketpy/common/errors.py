@@ -2,7 +2,8 @@
 
 Owns: every exception type raised across package boundaries. Must not: import anything but stdlib
 and ``common.codes``. Remote failures map a :class:`~rocketpy.common.codes.ResponseCode` to a class
-with a ``retriable`` flag, as aiokafka's ``for_code`` does.
+with a ``retriable`` flag, as aiokafka's ``for_code`` does: the one place that says whether a
+request refused with a code may succeed when sent again (the producer retries exactly these).
 """
 
 from __future__ import annotations
@@ -109,12 +110,19 @@ def _register(code: ResponseCode, *, retriable: bool) -> type[RemoteError]:
     return cls
 
 
+# Retriable: upstream DefaultMQProducer.retryResponseCodes (TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
+# SYSTEM_ERROR, SYSTEM_BUSY, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT) -- a refreshed route
+# or another broker may take the request (a topic not yet on this broker, a broker whose writes
+# were wiped before shutdown) -- plus GO_AWAY (the broker is shutting down) and
+# CONTROLLER_NOT_LEADER (ask the new leader).
 SystemError_ = _register(ResponseCode.SYSTEM_ERROR, retriable=True)
 SystemBusyError = _register(ResponseCode.SYSTEM_BUSY, retriable=True)
 RequestCodeNotSupportedError = _register(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, retriable=False)
-TopicNotExistError = _register(ResponseCode.TOPIC_NOT_EXIST, retriable=False)
+TopicNotExistError = _register(ResponseCode.TOPIC_NOT_EXIST, retriable=True)
 ServiceNotAvailableError = _register(ResponseCode.SERVICE_NOT_AVAILABLE, retriable=True)
-NoPermissionError = _register(ResponseCode.NO_PERMISSION, retriable=False)
+NoPermissionError = _register(ResponseCode.NO_PERMISSION, retriable=True)
+NoBuyerIdError = _register(ResponseCode.NO_BUYER_ID, retriable=True)
+NotInCurrentUnitError = _register(ResponseCode.NOT_IN_CURRENT_UNIT, retriable=True)
 QueryNotFoundError = _register(ResponseCode.QUERY_NOT_FOUND, retriable=False)
 ControllerNotLeaderError = _register(ResponseCode.CONTROLLER_NOT_LEADER, retriable=True)
 GoAwayError = _register(ResponseCode.GO_AWAY, retriable=True)
