@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
 from rocketpy.common.codes import ResponseCode
+from rocketpy.common.types import BrokerId
 from rocketpy.controller.state.elect_policy import BrokerLiveness, DefaultElectPolicy
 from rocketpy.controller.state.events import (
     AlterSyncStateSetEvent,
@@ -481,7 +482,9 @@ class ReplicasInfoManager:
         if isinstance(event, AlterSyncStateSetEvent):
             if self.is_contains_broker(event.broker_name):
                 info = self.sync_state_set_info_table[event.broker_name]
-                info.update_sync_state_set_info(event.new_sync_state_set)
+                info.update_sync_state_set_info(
+                    frozenset(BrokerId(i) for i in event.new_sync_state_set)
+                )
         elif isinstance(event, ApplyBrokerIdEvent):
             self._apply_broker_id(event)
         elif isinstance(event, ElectMasterEvent):
@@ -520,8 +523,9 @@ class ReplicasInfoManager:
             return
         info = self.sync_state_set_info_table[event.broker_name]
         if event.new_master_elected and event.new_master_broker_id is not None:
-            info.update_master_info(event.new_master_broker_id)
-            info.update_sync_state_set_info(frozenset({event.new_master_broker_id}))
+            master = BrokerId(event.new_master_broker_id)
+            info.update_master_info(master)
+            info.update_sync_state_set_info(frozenset({master}))
         else:
             info.update_master_info(None)  # the SyncStateSet is kept
 
@@ -538,7 +542,7 @@ class ReplicasInfoManager:
         info = self.sync_state_set_info_table[name]
         for broker_id in sorted(ids):
             replicas.remove_broker_id(broker_id)
-            info.remove_from_sync_state(broker_id)
+            info.remove_from_sync_state(BrokerId(broker_id))
         if not replicas.broker_id_info:
             del self.replica_info_table[name]
         if not info.sync_state_set:

@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgpack
 
 from rocketpy.common.errors import CodecError
+from rocketpy.common.types import BrokerId, MasterEpoch, SyncStateSetEpoch
 from rocketpy.controller.state.replicas_info import ReplicasInfoManager
 from rocketpy.controller.state.sync_state import BrokerReplicaInfo, SyncStateInfo
 
@@ -72,10 +73,10 @@ def _sync(value: Any) -> SyncStateInfo:
     return SyncStateInfo(
         cluster_name=cluster,
         broker_name=name,
-        master_epoch=master_epoch,
-        sync_state_set_epoch=set_epoch,
-        sync_state_set=frozenset(ids),
-        master_broker_id=master,
+        master_epoch=MasterEpoch(master_epoch),
+        sync_state_set_epoch=SyncStateSetEpoch(set_epoch),
+        sync_state_set=frozenset(BrokerId(i) for i in ids),
+        master_broker_id=None if master is None else BrokerId(master),
     )
 
 

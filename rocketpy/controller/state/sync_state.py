@@ -11,8 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocketpy.common.types import BrokerId, MasterEpoch, SyncStateSetEpoch
+
 #: ``MixAll.FIRST_BROKER_CONTROLLER_ID``: the first id of every broker-set.
 FIRST_BROKER_CONTROLLER_ID: Final = 1
+#: Both epochs of a broker-set before its first election.
+NO_MASTER_EPOCH: Final = MasterEpoch(0)
+NO_SYNC_STATE_SET_EPOCH: Final = SyncStateSetEpoch(0)
 
 
 @dataclass(slots=True)
@@ -77,25 +82,25 @@ class SyncStateInfo:
 
     cluster_name: str
     broker_name: str
-    master_epoch: int = 0
-    sync_state_set_epoch: int = 0
-    sync_state_set: frozenset[int] = frozenset()
-    master_broker_id: int | None = None
+    master_epoch: MasterEpoch = NO_MASTER_EPOCH
+    sync_state_set_epoch: SyncStateSetEpoch = NO_SYNC_STATE_SET_EPOCH
+    sync_state_set: frozenset[BrokerId] = frozenset()
+    master_broker_id: BrokerId | None = None
 
-    def update_master_info(self, master_broker_id: int | None) -> None:
+    def update_master_info(self, master_broker_id: BrokerId | None) -> None:
         """``updateMasterInfo``: new master (or none) and ``masterEpoch + 1``."""
         self.master_broker_id = master_broker_id
-        self.master_epoch += 1
+        self.master_epoch = MasterEpoch(self.master_epoch + 1)
 
-    def update_sync_state_set_info(self, new_set: frozenset[int]) -> None:
+    def update_sync_state_set_info(self, new_set: frozenset[BrokerId]) -> None:
         """``updateSyncStateSetInfo``: replace the set and ``syncStateSetEpoch + 1``."""
         self.sync_state_set = frozenset(new_set)
-        self.sync_state_set_epoch += 1
+        self.sync_state_set_epoch = SyncStateSetEpoch(self.sync_state_set_epoch + 1)
 
     def is_first_time_for_elect(self) -> bool:
         """No master was ever elected."""
         return self.master_epoch == 0
 
-    def remove_from_sync_state(self, broker_id: int) -> None:
+    def remove_from_sync_state(self, broker_id: BrokerId) -> None:
         """``removeFromSyncState`` (no epoch change, as upstream)."""
         self.sync_state_set = self.sync_state_set - {broker_id}
