@@ -19,6 +19,7 @@ from typing import cast
 import structlog
 
 from rocketpy.common.aio import TaskSet, periodic
+from rocketpy.common.atomic_file import write_atomic_async
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.metrics_dump import MetricsDumpService
@@ -47,7 +48,6 @@ from rocketpy.remoting.protocol.headers.controller import (
 from rocketpy.remoting.transport.client import split_address
 from rocketpy.remoting.transport.dispatch import Channel, ProcessorRegistry
 from rocketpy.remoting.transport.server import RemotingServer
-from rocketpy.store.atomic_file import write_atomic_async
 
 log = structlog.get_logger(__name__)
 

@@ -50,6 +50,7 @@ from typing import Any, Final
 import msgpack
 import structlog
 
+from rocketpy.common.atomic_file import fsync_dir, write_atomic
 from rocketpy.common.errors import CodecError, StoreError
 from rocketpy.common.types import LogIndex, Term
 from rocketpy.dledger.messages import (
@@ -64,7 +65,6 @@ from rocketpy.dledger.messages import (
     unpack,
 )
 from rocketpy.dledger.storage import LogCompacted, LogUnavailable, check_contiguous, limit_size
-from rocketpy.store.atomic_file import fsync_dir, write_atomic
 
 log = structlog.get_logger(__name__)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import structlog
 
 from rocketpy.common import fastjson
+from rocketpy.common.atomic_file import LatestWinsWriter, read_with_backup
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean
-from rocketpy.store.atomic_file import LatestWinsWriter, read_with_backup
 
 log = structlog.get_logger(__name__)
 

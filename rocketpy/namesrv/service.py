@@ -15,6 +15,7 @@ from typing import cast
 import structlog
 
 from rocketpy.common.aio import TaskSet, periodic
+from rocketpy.common.atomic_file import write_atomic_async
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.properties import render_properties
@@ -28,7 +29,6 @@ from rocketpy.remoting.protocol.headers.base import to_ext
 from rocketpy.remoting.protocol.headers.namesrv import NotifyMinBrokerIdChangeRequestHeader
 from rocketpy.remoting.transport.dispatch import Channel, ProcessorRegistry
 from rocketpy.remoting.transport.server import RemotingServer
-from rocketpy.store.atomic_file import write_atomic_async
 
 log = structlog.get_logger(__name__)
 

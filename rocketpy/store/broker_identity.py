@@ -32,8 +32,8 @@ from typing import Final, Generic, TypeVar
 
 import structlog
 
+from rocketpy.common.atomic_file import LatestWinsWriter
 from rocketpy.common.errors import CodecError, StoreError
-from rocketpy.store.atomic_file import LatestWinsWriter
 
 log = structlog.get_logger(__name__)
 

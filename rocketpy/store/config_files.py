@@ -5,7 +5,7 @@ Owns: the file paths (``BrokerPathConfigHelper``) and :class:`ConfigFile`, a typ
 pairs a path with a codec from :mod:`rocketpy.store.config_shapes`. Must not: hold the tables
 (the broker's TopicConfigManager / ConsumerOffsetManager do) or block the loop: ``load`` and
 ``persist`` run on the executor. Mirrors ``ConfigManager.load``/``persist`` (store.md section 7);
-the crash-safety and fallback rules are in :mod:`rocketpy.store.atomic_file`.
+the crash-safety and fallback rules are in :mod:`rocketpy.common.atomic_file`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from rocketpy.common.atomic_file import LatestWinsWriter, Loaded, read_with_backup
 from rocketpy.store import config_shapes as shapes
-from rocketpy.store.atomic_file import LatestWinsWriter, Loaded, read_with_backup
 
 log = structlog.get_logger(__name__)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import structlog
 
+from rocketpy.common.atomic_file import LatestWinsWriter, read_with_backup
 from rocketpy.common.errors import StoreError
 from rocketpy.store import epoch_entries as ee
-from rocketpy.store.atomic_file import LatestWinsWriter, read_with_backup
 from rocketpy.store.epoch_entries import EpochAppendRefused, EpochEntry
 
 log = structlog.get_logger(__name__)

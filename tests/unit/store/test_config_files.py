@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.common.atomic_file import backup_path, temp_path
 from rocketpy.common.errors import StoreError
-from rocketpy.store.atomic_file import backup_path, temp_path
 from rocketpy.store.config_files import (
     consumer_offset_file,
     delay_offset_file,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.common.atomic_file import backup_path
 from rocketpy.common.errors import StoreError
-from rocketpy.store.atomic_file import backup_path
 from rocketpy.store.epoch_cache import EPOCH_FILE_NAME, EpochFileCache
 from rocketpy.store.epoch_entries import LONG_MAX, EpochEntry, encode_epoch_file
 

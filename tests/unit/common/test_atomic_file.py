@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketpy.common.errors import CodecError, StoreError
-from rocketpy.store.atomic_file import (
+from rocketpy.common.atomic_file import (
     LatestWinsWriter,
     backup_path,
     read_with_backup,
@@ -18,6 +17,7 @@ from rocketpy.store.atomic_file import (
     write_atomic,
     write_atomic_async,
 )
+from rocketpy.common.errors import CodecError, StoreError
 
 
 def _parse(data: bytes) -> str | None:
