@@ -33,6 +33,12 @@ from rocketpy.remoting.protocol.body.broker import (
     decode_lock_batch_response,
     encode_lock_batch_request,
 )
+from rocketpy.remoting.protocol.body.config_shapes import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    decode_consumer_offsets,
+    decode_delay_offsets,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.broker import (
@@ -43,12 +49,6 @@ from rocketpy.remoting.protocol.headers.broker import (
 from rocketpy.remoting.protocol.headers.controller import BrokerHeartbeatRequestHeader
 from rocketpy.remoting.protocol.headers.namesrv import GetBrokerMemberGroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
-from rocketpy.store.config_shapes import (
-    ConsumerOffsetTable,
-    DelayOffsetTable,
-    decode_consumer_offsets,
-    decode_delay_offsets,
-)
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.processors.broker_config import BrokerConfigAccess
 from rocketpy.common.errors import ConfigError
-from rocketpy.store.config_shapes import DataVersion
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion
 
 
 class ServiceConfigAccess(BrokerConfigAccess):

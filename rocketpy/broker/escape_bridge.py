@@ -29,9 +29,9 @@ from rocketpy.client.admin import TopicRoute
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import decode_properties, encode_properties
+from rocketpy.remoting.protocol.body.config_shapes import PERM_WRITE
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus, PutResult
-from rocketpy.store.config_shapes import PERM_WRITE
 
 log = structlog.get_logger(__name__)
 

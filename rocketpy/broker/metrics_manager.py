@@ -20,7 +20,7 @@ from rocketpy.broker.metrics import ConsumerLag, NodeIdentity, build_dump_record
 from rocketpy.broker.metrics_prom import BrokerCollector, PromExporter
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.metrics_dump import MetricsDumpService
-from rocketpy.store.config_shapes import TOPIC_GROUP_SEPARATOR
+from rocketpy.remoting.protocol.body.config_shapes import TOPIC_GROUP_SEPARATOR
 
 log = structlog.get_logger(__name__)
 

@@ -17,9 +17,13 @@ from pathlib import Path
 
 import structlog
 
+from rocketpy.broker.config_files import ConfigFile, consumer_offset_file
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.store.config_files import ConfigFile, consumer_offset_file
-from rocketpy.store.config_shapes import TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, DataVersion
+from rocketpy.remoting.protocol.body.config_shapes import (
+    TOPIC_GROUP_SEPARATOR,
+    ConsumerOffsetTable,
+    DataVersion,
+)
 
 log = structlog.get_logger(__name__)
 

@@ -22,6 +22,10 @@ from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
 from rocketpy.common.fastjson import Bean
+from rocketpy.remoting.protocol.body.config_shapes import (
+    TopicConfigSerializeWrapper,
+    encode_data_version,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.namesrv import (
@@ -32,7 +36,6 @@ from rocketpy.remoting.protocol.headers.namesrv import (
     UnRegisterBrokerRequestHeader,
 )
 from rocketpy.remoting.transport.client import RemotingClient
-from rocketpy.store.config_shapes import TopicConfigSerializeWrapper, encode_data_version
 
 log = structlog.get_logger(__name__)
 

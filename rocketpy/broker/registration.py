@@ -26,7 +26,7 @@ from rocketpy.broker.replicas_manager import ReplicasManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet
 from rocketpy.ha.config import HAConfig
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
+from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, PERM_WRITE
 
 log = structlog.get_logger(__name__)
 

@@ -25,8 +25,8 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.remoting.protocol.body.broker import LockBatchRequestBody, MessageQueue
+from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, PERM_WRITE
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 #: Upper bound of a single pull's bytes when the client sends no ``maxMsgBytes`` (16 MiB frame).
 DEFAULT_PULL_MAX_BYTES = 8 * 1024 * 1024

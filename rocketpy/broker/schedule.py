@@ -24,14 +24,14 @@ from typing import Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
+from rocketpy.broker.config_files import ConfigFile, delay_offset_file
 from rocketpy.broker.store_api import BrokerStore, StoredMessage
 from rocketpy.common.aio import periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError
 from rocketpy.common.message.const import MessageConst
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion, DelayOffsetTable
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
-from rocketpy.store.config_files import ConfigFile, delay_offset_file
-from rocketpy.store.config_shapes import DataVersion, DelayOffsetTable
 from rocketpy.store.message_store import GetMessageStatus
 
 log = structlog.get_logger(__name__)

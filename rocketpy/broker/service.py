@@ -56,6 +56,7 @@ from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
 from rocketpy.remoting.protocol.headers.base import to_ext
@@ -65,7 +66,6 @@ from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 from rocketpy.store.config import MessageStoreConfig
-from rocketpy.store.config_shapes import DataVersion
 
 log = structlog.get_logger(__name__)
 

@@ -38,15 +38,15 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError, RemotingError
-from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.client import RemotingClient
-from rocketpy.store.config_shapes import (
+from rocketpy.remoting.protocol.body.config_shapes import (
     DelayOffsetTable,
     decode_consumer_offsets,
     decode_delay_offsets,
     decode_subscription_groups,
     decode_topics,
 )
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.client import RemotingClient
 
 log = structlog.get_logger(__name__)
 

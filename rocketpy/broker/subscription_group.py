@@ -17,9 +17,9 @@ import structlog
 
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config_files import ConfigFile, subscription_group_file
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.store.config_files import ConfigFile, subscription_group_file
-from rocketpy.store.config_shapes import (
+from rocketpy.remoting.protocol.body.config_shapes import (
     DataVersion,
     SubscriptionGroupConfig,
     SubscriptionGroupTable,

@@ -2,7 +2,7 @@
 
 Owns: the built-in topics created at start, auto-creation on send (TBW102 inheritance) and on
 send-back (``%RETRY%``/``%DLQ%``), admin create/update/delete, and persistence through
-:mod:`rocketpy.store.config_files`. Mirrors ``broker/topic/TopicConfigManager`` (5.3.x; store.md
+:mod:`rocketpy.broker.config_files`. Mirrors ``broker/topic/TopicConfigManager`` (5.3.x; store.md
 section 7, client-flows.md section 2.1). Must not: talk to NameServers; a change calls
 ``on_change``, which the service wires to "persist topics.json and re-register".
 
@@ -21,9 +21,9 @@ import structlog
 
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config_files import ConfigFile, topics_file
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.store.config_files import ConfigFile, topics_file
-from rocketpy.store.config_shapes import (
+from rocketpy.remoting.protocol.body.config_shapes import (
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,

@@ -24,7 +24,7 @@ from rocketpy.cli.admin_base import (
 from rocketpy.client.admin import AdminClient, AdminError
 from rocketpy.common.errors import CodecError
 from rocketpy.remoting.protocol.body.broker import MessageQueue, OffsetWrapper
-from rocketpy.store.config_shapes import SubscriptionGroupConfig
+from rocketpy.remoting.protocol.body.config_shapes import SubscriptionGroupConfig
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 

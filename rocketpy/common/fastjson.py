@@ -3,7 +3,8 @@
 Owns: :func:`dumps` (compact and ``prettyFormat`` output, byte-for-byte the shape fastjson 1.2.83
 emits for RocketMQ's ``RemotingSerializable`` classes) and :func:`loads` (standard JSON plus the
 unquoted integer map keys fastjson writes for ``Map<Integer, ...>`` and ``Map<Long, ...>``).
-Must not: know any RocketMQ class; the shapes live with their owners (``store/config_shapes.py``).
+Must not: know any RocketMQ class; the shapes live with their owners
+(``remoting/protocol/body/config_shapes.py``).
 Pure: no I/O.
 
 Value model (what :func:`dumps` accepts), mirroring fastjson's serializers:

@@ -21,8 +21,12 @@ from rocketpy.common import fastjson
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean
 from rocketpy.namesrv.route_info import BrokerData, QueueData, TopicRouteData
+from rocketpy.remoting.protocol.body.config_shapes import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
 from rocketpy.remoting.protocol.frame import DEFAULT_MAX_FRAME_BYTES
-from rocketpy.store.config_shapes import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 _I32: Final = struct.Struct(">i")
 _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")

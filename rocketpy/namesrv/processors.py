@@ -27,13 +27,13 @@ from rocketpy.namesrv.route_info import (
     RouteInfoManager,
     UnregisterTarget,
 )
+from rocketpy.remoting.protocol.body.config_shapes import decode_data_version, encode_data_version
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers import namesrv as h
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.controller import BrokerHeartbeatRequestHeader
 from rocketpy.remoting.transport.config_requests import config_response, update_config
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry, RequestContext
-from rocketpy.store.config_shapes import decode_data_version, encode_data_version
 
 log = structlog.get_logger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from rocketpy.store.config_shapes import DataVersion, TopicConfig
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion, TopicConfig
 
 PERM_READ: Final = 4
 PERM_WRITE: Final = 2

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketpy.store.config_shapes import (
+from rocketpy.remoting.protocol.body.config_shapes import (
     ConsumerOffsetTable,
     DataVersion,
     DelayOffsetTable,

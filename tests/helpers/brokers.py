@@ -6,9 +6,13 @@ import zlib
 
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.fastjson import Bean, dumps
+from rocketpy.remoting.protocol.body.config_shapes import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
-from rocketpy.store.config_shapes import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 
 def register_body(topics: list[str], counter: int = 1, state_version: int = 0) -> bytes:

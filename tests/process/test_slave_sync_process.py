@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.broker.config_files import consumer_offset_path, topics_path
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.store.config_files import consumer_offset_path, topics_path
 from tests.helpers.broker_client import JavaLikeClient
 from tests.helpers.processes import Daemon, start_broker, start_namesrv
 

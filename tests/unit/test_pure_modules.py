@@ -36,7 +36,6 @@ PURE_GLOBS = (
     "store/**/record.py",
     "store/commit_log/record.py",
     "store/**/unit.py",
-    "store/config_shapes.py",
     "store/epoch_entries.py",
     "store/index/record.py",
     "common/fastjson.py",

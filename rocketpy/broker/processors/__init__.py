@@ -17,8 +17,8 @@ from rocketpy.broker.processors.query import QueryMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait
 from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.remoting.protocol.body.config_shapes import DelayOffsetTable
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry
-from rocketpy.store.config_shapes import DelayOffsetTable
 
 
 def build_registry(

@@ -33,6 +33,17 @@ from rocketpy.remoting.protocol.body.broker import (
     encode_reset_offset_body,
     encode_topic_stats,
 )
+from rocketpy.remoting.protocol.body.config_shapes import (
+    TOPIC_GROUP_SEPARATOR,
+    DataVersion,
+    DelayOffsetTable,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+    encode_consumer_offsets,
+    encode_delay_offsets,
+    encode_subscription_groups,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.broker import (
@@ -45,17 +56,6 @@ from rocketpy.remoting.protocol.headers.broker import (
     ViewBrokerStatsDataRequestHeader,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.config_shapes import (
-    TOPIC_GROUP_SEPARATOR,
-    DataVersion,
-    DelayOffsetTable,
-    SubscriptionGroupConfig,
-    TopicConfig,
-    TopicFilterType,
-    encode_consumer_offsets,
-    encode_delay_offsets,
-    encode_subscription_groups,
-)
 
 log = structlog.get_logger(__name__)
 

@@ -17,11 +17,11 @@ from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ConfigError
 from rocketpy.common.properties import parse_properties, render_properties
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import to_ext
 from rocketpy.remoting.protocol.headers.broker import GetBrokerConfigResponseHeader
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.config_shapes import DataVersion
 
 log = structlog.get_logger(__name__)
 

@@ -21,6 +21,7 @@ from rocketpy.broker.client_manager import ClientChannelInfo
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.body.broker import decode_check_client_request
+from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, PERM_WRITE
 from rocketpy.remoting.protocol.body.heartbeat import (
     EXPRESSION_TAG,
     ConsumerData,
@@ -31,7 +32,6 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext
 from rocketpy.remoting.protocol.headers.broker import UnregisterClientRequestHeader
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 log = structlog.get_logger(__name__)
 

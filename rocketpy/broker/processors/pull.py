@@ -20,6 +20,7 @@ from rocketpy.broker.long_polling import PullRequest, PullRequestHoldService
 from rocketpy.broker.runtime import DEFAULT_PULL_MAX_BYTES, BrokerRuntime
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
+from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, SubscriptionGroupConfig
 from rocketpy.remoting.protocol.body.heartbeat import BROADCASTING, EXPRESSION_TAG, SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
@@ -28,7 +29,6 @@ from rocketpy.remoting.protocol.headers.broker import (
     PullMessageResponseHeader,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.config_shapes import PERM_READ, SubscriptionGroupConfig
 from rocketpy.store.message_store import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)

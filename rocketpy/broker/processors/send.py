@@ -41,6 +41,12 @@ from rocketpy.common.message.properties import (
     waits_for_store,
 )
 from rocketpy.common.message.record import MULTI_TAGS_FLAG, is_prepared_or_rollback
+from rocketpy.remoting.protocol.body.config_shapes import (
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    TopicFilterType,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
@@ -50,7 +56,6 @@ from rocketpy.store.commit_log.put_types import (
     PutMessageStatus,
     PutResult,
 )
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 log = structlog.get_logger(__name__)
 

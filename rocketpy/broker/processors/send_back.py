@@ -14,11 +14,11 @@ from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.decoder import encode_offset_msg_id
+from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, PERM_WRITE
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext
 from rocketpy.remoting.protocol.headers.broker import ConsumerSendMsgBackRequestHeader
 from rocketpy.store.commit_log.put_types import PutMessageStatus
-from rocketpy.store.config_shapes import PERM_READ, PERM_WRITE
 
 V3_4_9: Final = 121  # MQVersion ordinal from which the header's maxReconsumeTimes is honoured
 #: The send path's delay routing: (topic, queue id, sys flag, properties to update in place) ->

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from rocketpy.broker.config_files import consumer_offset_path, delay_offset_path, topics_path
 from rocketpy.broker.service import BrokerService
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.namesrv.service import NamesrvService
-from rocketpy.store.config_files import consumer_offset_path, delay_offset_path, topics_path
 from tests.helpers.broker_client import JavaLikeClient
 from tests.integration.broker.conftest import BrokerFactory, dispatched
 

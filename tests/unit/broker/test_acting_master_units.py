@@ -8,7 +8,7 @@ from rocketpy.broker.escape_bridge import escape_targets
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.client.admin import BrokerInfo, QueueInfo, TopicRoute
 from rocketpy.common.clock import ManualClock
-from rocketpy.store.config_shapes import ConsumerOffsetTable, DataVersion
+from rocketpy.remoting.protocol.body.config_shapes import ConsumerOffsetTable, DataVersion
 
 
 def test_offsets_merge_newer_never_goes_backwards(tmp_path: Path) -> None:

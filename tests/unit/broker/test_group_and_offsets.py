@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config_files import consumer_offset_path
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.store.config_files import consumer_offset_path
-from rocketpy.store.config_shapes import SubscriptionGroupConfig
+from rocketpy.remoting.protocol.body.config_shapes import SubscriptionGroupConfig
 
 
 def _cfg(**extra: object) -> BrokerConfig:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.broker.config_files import delay_offset_path
 from rocketpy.broker.processors.admin import AdminProcessor, parse_attributes
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ConfigError
-from rocketpy.store.config_files import delay_offset_path
-from rocketpy.store.config_shapes import DelayOffsetTable
+from rocketpy.remoting.protocol.body.config_shapes import DelayOffsetTable
 from tests.unit.broker.support import Harness
 from tests.unit.broker.test_send_processor import v2
 

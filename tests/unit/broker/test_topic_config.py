@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.config_files import topics_path
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.clock import ManualClock
-from rocketpy.store.config_files import topics_path
-from rocketpy.store.config_shapes import TopicConfig
+from rocketpy.remoting.protocol.body.config_shapes import TopicConfig
 
 
 def _cfg(**extra: object) -> BrokerConfig:

@@ -7,7 +7,11 @@ import pytest
 from rocketpy.common.errors import CodecError
 from rocketpy.namesrv import bodies
 from rocketpy.namesrv.route_info import BrokerData, QueueData, TopicRouteData
-from rocketpy.store.config_shapes import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketpy.remoting.protocol.body.config_shapes import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
 
 ROUTE = TopicRouteData(
     queue_datas=(QueueData("broker-a", 4, 4, 6, 0),),

@@ -11,7 +11,7 @@ from rocketpy.namesrv.route_info import (
     RouteInfoManager,
     UnregisterTarget,
 )
-from rocketpy.store.config_shapes import DataVersion, TopicConfig
+from rocketpy.remoting.protocol.body.config_shapes import DataVersion, TopicConfig
 
 CH_MASTER = object()
 CH_SLAVE = object()

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rocketpy.common.atomic_file import backup_path, temp_path
-from rocketpy.common.errors import StoreError
-from rocketpy.store.config_files import (
+from rocketpy.broker.config_files import (
     consumer_offset_file,
     delay_offset_file,
     subscription_group_file,
     topics_file,
     topics_path,
 )
-from rocketpy.store.config_shapes import (
+from rocketpy.common.atomic_file import backup_path, temp_path
+from rocketpy.common.errors import StoreError
+from rocketpy.remoting.protocol.body.config_shapes import (
     ConsumerOffsetTable,
     DataVersion,
     DelayOffsetTable,

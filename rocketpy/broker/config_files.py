@@ -2,10 +2,10 @@
 fallback, persist atomically off the loop.
 
 Owns: the file paths (``BrokerPathConfigHelper``) and :class:`ConfigFile`, a typed handle that
-pairs a path with a codec from :mod:`rocketpy.store.config_shapes`. Must not: hold the tables
-(the broker's TopicConfigManager / ConsumerOffsetManager do) or block the loop: ``load`` and
-``persist`` run on the executor. Mirrors ``ConfigManager.load``/``persist`` (store.md section 7);
-the crash-safety and fallback rules are in :mod:`rocketpy.common.atomic_file`.
+pairs a path with a codec from :mod:`rocketpy.remoting.protocol.body.config_shapes`. Must not:
+hold the tables (the broker's TopicConfigManager / ConsumerOffsetManager do) or block the loop:
+``load`` and ``persist`` run on the executor. Mirrors ``ConfigManager.load``/``persist``
+(store.md section 7); the crash-safety and fallback rules are in :mod:`rocketpy.common.atomic_file`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 import structlog
 
 from rocketpy.common.atomic_file import LatestWinsWriter, Loaded, read_with_backup
-from rocketpy.store import config_shapes as shapes
+from rocketpy.remoting.protocol.body import config_shapes as shapes
 
 log = structlog.get_logger(__name__)
 

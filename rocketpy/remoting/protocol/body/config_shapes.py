@@ -4,7 +4,7 @@ NameServer: DataVersion, TopicConfig, SubscriptionGroupConfig and their serializ
 Owns: the frozen values and their conversion to and from the JSON text Java writes (fastjson:
 keys sorted, integer map keys unquoted; ``pretty=True`` is what ``ConfigManager.persist`` puts on
 disk, compact is what ``RemotingSerializable.encode`` sends). Must not: do I/O (the file driver is
-``config_files.py``). Pure.
+``broker/config_files.py``). Pure.
 
 Mirrors ``remoting/protocol/DataVersion``, ``common/TopicConfig``,
 ``remoting/protocol/subscription/SubscriptionGroupConfig``,

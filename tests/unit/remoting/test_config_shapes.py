@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketpy.common.errors import CodecError
-from rocketpy.store.config_shapes import (
+from rocketpy.remoting.protocol.body.config_shapes import (
     ConsumerOffsetTable,
     DataVersion,
     TopicConfig,
