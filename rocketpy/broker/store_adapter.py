@@ -13,7 +13,6 @@ records or consume queues itself.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import shutil
@@ -39,7 +38,6 @@ from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.commit_log.commit_log import queue_key
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -399,20 +397,8 @@ class MessageStoreAdapter:
 
     async def delete_topics(self, topics: set[str]) -> None:
         """``deleteTopics``: forget the topics' queues and delete their files off the loop."""
-        doomed = [key for key in self.store.queues if key[0] in topics]
-        queues = [self.store.queues.pop(key) for key in doomed]
-        for topic, queue_id in doomed:
-            self.store.commit_log.topic_queue_table.pop(queue_key(topic, queue_id), None)
-        root = self.config.consume_queue_dir
-
-        def work() -> None:
-            for queue in queues:
-                queue.close()
-            for topic in topics:
-                shutil.rmtree(root / topic, ignore_errors=True)
-
-        await asyncio.get_running_loop().run_in_executor(self._executor, work)
-        log.info("delete topics from store", topics=sorted(topics), queues=len(queues))
+        gone = await self.store.delete_topics(topics, self.config.consume_queue_dir)
+        log.info("delete topics from store", topics=sorted(topics), queues=gone)
 
     def runtime_info(self) -> Mapping[str, str]:
         """Store figures for GET_BROKER_RUNTIME_INFO."""

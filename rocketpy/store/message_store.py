@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
@@ -520,6 +522,28 @@ class MessageStore:
     def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
         """Raw commit-log bytes for the HA master (see CommitLog.read_raw)."""
         return self.commit_log.read_raw(offset, max_bytes)
+
+    async def delete_topics(self, topics: set[str], consume_queue_dir: Path) -> int:
+        """``deleteTopics``: forget the topics' queues and delete their files; returns how many
+        queues went. The files go on the allocation thread, the one that makes consume-queue
+        segments, so a dispatch still holding one of these queues cannot interleave with the
+        removal (it used to run on another thread: the directory vanished under a segment
+        being made, and the reput stopped)."""
+        doomed = [key for key in self.queues if key[0] in topics]
+        queues = [self.queues.pop(key) for key in doomed]
+        for q in queues:
+            q.deleted = True
+        for topic, queue_id in doomed:
+            self.commit_log.topic_queue_table.pop(queue_key(topic, queue_id), None)
+
+        def work() -> None:
+            for q in queues:
+                q.close()
+            for topic in topics:
+                shutil.rmtree(consume_queue_dir / topic, ignore_errors=True)
+
+        await asyncio.get_running_loop().run_in_executor(self._alloc_executor, work)
+        return len(queues)
 
     async def truncate_files(self, offset: int) -> None:
         """Cut the commit log and consume queues back to ``offset`` (HA truncation)."""

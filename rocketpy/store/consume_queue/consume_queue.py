@@ -63,6 +63,8 @@ class ConsumeQueue:
         self.mfq = MappedFileQueue(root / topic / str(queue_id), self.file_size)
         self.min_logic_offset = 0
         self.max_physic_offset = 0
+        #: Set (on the loop) when the topic is deleted; no segment is made after that.
+        self.deleted = False
 
     @property
     def max_offset(self) -> int:
@@ -188,7 +190,10 @@ class ConsumeQueue:
         loop = asyncio.get_running_loop()
         if not self.mfq.files:
             start = target - target % self.file_size
-            self.mfq.add(await loop.run_in_executor(alloc, self.mfq.create_next, start))
+            first = await loop.run_in_executor(alloc, self._create_segment, start)
+            if first is None:
+                return False
+            self.mfq.add(first)
             if target > start:
                 # fillPreBlank: placeholders for offsets below the first real unit.
                 mf = self.mfq.files[0]
@@ -201,7 +206,10 @@ class ConsumeQueue:
             last = self.mfq.last
             if last is None or last.is_full:
                 start = self.mfq.next_file_offset()
-                self.mfq.add(await loop.run_in_executor(alloc, self.mfq.create_next, start))
+                made = await loop.run_in_executor(alloc, self._create_segment, start)
+                if made is None:
+                    return False
+                self.mfq.add(made)
                 continue
             mf_end = last.file_from_offset + last.wrote_position
             if mf_end < target:
@@ -215,6 +223,16 @@ class ConsumeQueue:
     def flush(self) -> None:
         """msync every written unit. Blocks."""
         self.mfq.flush(self.mfq.max_offset)
+
+    def _create_segment(self, start: int) -> MappedFile | None:
+        """The next segment (on the allocation thread), or None once the queue's topic was
+        deleted: a dispatch that fetched this queue before the delete must not make its
+        directory again behind the delete's back (an orphan beside the queue a later dispatch
+        makes for the same topic). Deletion runs on the same thread (``deleteTopics``), so
+        the flag, set before the deletion was queued, is seen here."""
+        if self.deleted:
+            return None
+        return self.mfq.create_next(start)
 
     def close(self) -> None:
         """Unmap. Blocks."""
