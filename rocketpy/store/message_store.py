@@ -46,6 +46,10 @@ MAX_PULL_BYTES = 128 * 1024 * 1024
 _DISPATCH_SLICE = 64 * 1024 * 1024
 
 
+def _drained() -> None:
+    """A no-op job: awaiting it waits for every job queued on an executor before it."""
+
+
 class GetMessageStatus(enum.StrEnum):
     """``GetMessageStatus`` (store.md section 10; the pull response remark)."""
 
@@ -298,6 +302,10 @@ class MessageStore:
         await self.cq_flush.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self._close_files)
+        # A deleteTopics whose request was cancelled (the server's stop cancels what is still
+        # in flight) may still remove files on the allocation thread: wait for it here, off
+        # the loop, so that the shutdowns below, which wait, never hold the loop.
+        await loop.run_in_executor(self._alloc_executor, _drained)
         self._flush_executor.shutdown()
         self._alloc_executor.shutdown()
         log.info("message store stopped")
@@ -542,7 +550,11 @@ class MessageStore:
             for topic in topics:
                 shutil.rmtree(consume_queue_dir / topic, ignore_errors=True)
 
-        await asyncio.get_running_loop().run_in_executor(self._alloc_executor, work)
+        # The queues are already out of the table: a caller cancelled now (the server's stop
+        # cancels requests still in flight) must not cancel the removal too, or the queues
+        # stay mapped and their files come back as queues of a deleted topic at the next
+        # start. stop() waits for it before shutting the executor down.
+        await asyncio.shield(asyncio.get_running_loop().run_in_executor(self._alloc_executor, work))
         return len(queues)
 
     async def truncate_files(self, offset: int) -> None:

@@ -178,8 +178,9 @@ class ConsumeQueue:
         return True
 
     async def put(self, unit: CqUnit, queue_offset: int, alloc: Executor) -> bool:
-        """Append ``unit`` at ``queue_offset``; False when skipped as a duplicate."""
-        if unit.commit_log_offset + unit.size <= self.max_physic_offset:
+        """Append ``unit`` at ``queue_offset``; False when skipped as a duplicate or when the
+        queue's topic was deleted (a dispatch still holding the queue: its files are closed)."""
+        if self.deleted or unit.commit_log_offset + unit.size <= self.max_physic_offset:
             return False
         target = queue_offset * UNIT_SIZE
         current = self.mfq.max_offset
@@ -187,13 +188,10 @@ class ConsumeQueue:
             log.warning("consume queue offset behind", topic=self.topic, queue_id=self.queue_id,
                         expected=current // UNIT_SIZE, got=queue_offset)  # fmt: skip
             return False
-        loop = asyncio.get_running_loop()
         if not self.mfq.files:
             start = target - target % self.file_size
-            first = await loop.run_in_executor(alloc, self._create_segment, start)
-            if first is None:
+            if not await self._add_segment(start, alloc):
                 return False
-            self.mfq.add(first)
             if target > start:
                 # fillPreBlank: placeholders for offsets below the first real unit.
                 mf = self.mfq.files[0]
@@ -205,11 +203,8 @@ class ConsumeQueue:
         while True:
             last = self.mfq.last
             if last is None or last.is_full:
-                start = self.mfq.next_file_offset()
-                made = await loop.run_in_executor(alloc, self._create_segment, start)
-                if made is None:
+                if not await self._add_segment(self.mfq.next_file_offset(), alloc):
                     return False
-                self.mfq.add(made)
                 continue
             mf_end = last.file_from_offset + last.wrote_position
             if mf_end < target:
@@ -224,12 +219,32 @@ class ConsumeQueue:
         """msync every written unit. Blocks."""
         self.mfq.flush(self.mfq.max_offset)
 
+    async def _add_segment(self, start: int, alloc: Executor) -> bool:
+        """Make the segment at ``start`` on the allocation thread and add it; False once the
+        queue's topic was deleted, before or while the segment was made.
+
+        ``deleteTopics`` sets :attr:`deleted` on the loop, then closes the queue and removes
+        its directory on this same thread. A segment made before the flag was set is
+        therefore made before that removal, which deletes its file; but this put resumes
+        after the delete began, so the segment must not join the closed queue (a later put
+        would append to a file nobody reads): it is unmapped here instead.
+        """
+        loop = asyncio.get_running_loop()
+        made = await loop.run_in_executor(alloc, self._create_segment, start)
+        if made is not None and self.deleted:
+            await loop.run_in_executor(alloc, made.close)
+            return False
+        if made is None:
+            return False
+        self.mfq.add(made)
+        return True
+
     def _create_segment(self, start: int) -> MappedFile | None:
         """The next segment (on the allocation thread), or None once the queue's topic was
         deleted: a dispatch that fetched this queue before the delete must not make its
         directory again behind the delete's back (an orphan beside the queue a later dispatch
-        makes for the same topic). Deletion runs on the same thread (``deleteTopics``), so
-        the flag, set before the deletion was queued, is seen here."""
+        makes for the same topic). The deletion runs on this thread too and is queued after
+        the flag is set, so a segment made after it sees the flag."""
         if self.deleted:
             return None
         return self.mfq.create_next(start)

@@ -16,7 +16,6 @@ from rocketpy.common.message.record import encode_record
 from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
-from rocketpy.store.consume_queue.unit import CqUnit
 from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.message_store import GetMessageStatus, MessageStore
 
@@ -474,45 +473,3 @@ async def test_message_store_append_writes_what_encode_record_writes(tmp_path: P
             assert raw is not None
             assert raw == encode_record(decode_record(raw))
         await store.stop()
-
-
-async def test_message_store_deleted_topic_queue_makes_no_files_again(tmp_path: Path) -> None:
-    """1. Put 20 messages to one queue (its 400-byte consume-queue segment is then full) and
-    wait for the dispatch. 2. A dispatch still holding that queue starts the next segment;
-    deleteTopics runs meanwhile. 3. The same stale queue is asked for a segment again.
-    Expected: the delete removes the topic's directory and queue; neither stale put raises,
-    and none makes the directory again (the deletion runs on the thread that makes segments,
-    and a deleted queue makes none); the store keeps taking messages of other topics."""
-    async with asyncio.timeout(30):
-        store = MessageStore(_config(tmp_path))
-        await store.start()
-        try:
-            for i in range(20):
-                assert (await store.put_message(_msg(i))).status is PutStatus.PUT_OK
-            await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 20, 5)
-            queue = store.queues[("TopicTest", 0)]
-            end = store.commit_log.max_offset
-            stale = asyncio.create_task(
-                queue.put(
-                    CqUnit(commit_log_offset=end + 1000, size=100, tags_code=0),
-                    20,
-                    store._alloc_executor,
-                )
-            )
-            await asyncio.sleep(0)  # the stale put has asked for its segment
-            root = store.config.consume_queue_dir
-            assert await store.delete_topics({"TopicTest"}, root) == 1
-            await stale
-            again = await queue.put(
-                CqUnit(commit_log_offset=end + 2000, size=100, tags_code=0),
-                21,
-                store._alloc_executor,
-            )
-            assert again is False
-            assert not (root / "TopicTest").exists()
-            assert ("TopicTest", 0) not in store.queues
-            other = MessageToStore(topic="Other", queue_id=0, body=b"x", properties="")
-            assert (await store.put_message(other)).status is PutStatus.PUT_OK
-            await wait_until(lambda: store.max_offset_in_queue("Other", 0) == 1, 5)
-        finally:
-            await store.stop()
