@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from rocketpy.common.aio import wait_until
-from rocketpy.store.commit_log.put_types import MessageToStore, PutStatus
+from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.unit import CqUnit
@@ -70,7 +70,7 @@ def _msg(topic: str, i: int) -> MessageToStore:
 async def _full_queue(store: MessageStore) -> ConsumeQueue:
     """TopicTest queue 0 with 20 units: its 400-byte first segment is full."""
     for i in range(20):
-        assert (await store.put_message(_msg("TopicTest", i))).status is PutStatus.PUT_OK
+        assert (await store.put_message(_msg("TopicTest", i))).status is PutMessageStatus.PUT_OK
     await wait_until(lambda: store.max_offset_in_queue("TopicTest", 0) == 20, 5)
     return store.queues[("TopicTest", 0)]
 
@@ -144,7 +144,7 @@ async def test_delete_topics_racing_dispatch_leaves_no_files(
             assert queue.max_offset == 20
             assert not (root / "TopicTest").exists()
             assert ("TopicTest", 0) not in store.queues
-            assert (await store.put_message(_msg("Other", 0))).status is PutStatus.PUT_OK
+            assert (await store.put_message(_msg("Other", 0))).status is PutMessageStatus.PUT_OK
             await wait_until(lambda: store.max_offset_in_queue("Other", 0) == 1, 5)
         finally:
             await store.stop()
@@ -163,7 +163,7 @@ async def test_delete_topics_then_dispatch_makes_a_fresh_queue(tmp_path: Path) -
             await _full_queue(store)
             assert await store.delete_topics({"TopicTest"}, store.config.consume_queue_dir) == 1
             r = await store.put_message(_msg("TopicTest", 20))
-            assert r.status is PutStatus.PUT_OK
+            assert r.status is PutMessageStatus.PUT_OK
             await wait_until(lambda: ("TopicTest", 0) in store.queues, 5)
             fresh = store.queues[("TopicTest", 0)]
             assert fresh.max_offset == r.queue_offset + 1
