@@ -19,7 +19,7 @@ from typing import cast
 import structlog
 
 from rocketpy.common.aio import TaskSet, periodic
-from rocketpy.common.atomic_file import write_atomic_async
+from rocketpy.common.atomic_file import LatestWinsWriter
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.metrics_dump import MetricsDumpService
@@ -80,6 +80,7 @@ class ControllerService:
         bind_host: str | None = None,
     ) -> None:
         self._config = config
+        self._config_writer: LatestWinsWriter | None = None
         self._clock = clock
         self._boot_ms = clock.wall_ms()
         self.metrics = ControllerMetrics()
@@ -330,4 +331,10 @@ class ControllerService:
         self.manager.enable_elect_unclean_master = self._config.enable_elect_unclean_master
         self.pipeline.process_read_event = self._config.is_process_read_event
         text = render_properties(self._config.to_properties())
-        await write_atomic_async(None, Path(self._config.config_store_path), text.encode("utf-8"))
+        # Concurrent updates render in order on the loop but write on executor threads: a
+        # plain write per update could land an older rendering last (the stored file then
+        # disagreed with GET_CONTROLLER_CONFIG after 200 concurrent updates).
+        path = Path(self._config.config_store_path)
+        if self._config_writer is None or self._config_writer.path != path:
+            self._config_writer = LatestWinsWriter(path, None)
+        await self._config_writer.write(text.encode("utf-8"))
