@@ -112,7 +112,7 @@ bench-namesrv: $(STAMP)
 # make bench: NameServer + broker + echo server on loopback; every phase beside the ceiling.
 # BENCH_ARGS="-d 30 --soak 600" runs longer phases and a 10-minute RSS soak.
 bench: $(STAMP)
-	$(PY) -m rocketpy.tools.benchmark suite $(BENCH_ARGS)
+	$(PY) -m rocketpy.tools.bench_suite $(BENCH_ARGS)
 
 # make bench-send [REF=path/to/mini_broker.py]: single and batch sends kept 64 deep on one
 # connection, then 1 in flight; broker CPU/msg from /proc; with REF, that reference hot path runs

@@ -1,4 +1,4 @@
-"""``make bench`` (``python -m rocketpy.tools.benchmark suite``): the whole benchmark on loopback.
+"""``make bench`` (``python -m rocketpy.tools.bench_suite``): the whole benchmark on loopback.
 
 Owns: starting a NameServer, a broker (ASYNC_FLUSH, its topic created with 8 queues as an
 operator would) and an echo server as child processes, then running every phase -- the raw
@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import sys
+import tempfile
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -23,7 +25,9 @@ from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.tools.benchmark import (
     BROKER_BOOT,
     NAMESRV_BOOT,
+    add_load_arguments,
     run_consumer,
+    run_loop,
     run_producer,
     send_frames,
 )
@@ -59,7 +63,7 @@ async def _cpu_metered(broker_pid: int, run: Coroutine[Any, Any, Result]) -> tup
 
 async def suite(args: argparse.Namespace, workdir: Path) -> None:
     """``make bench``: a NameServer, a broker and an echo server as child processes under
-    ``workdir``, every phase run against them (``args`` from ``benchmark suite``)."""
+    ``workdir``, every phase run against them (``args`` from :func:`main`'s command line)."""
     conf = workdir / "broker.conf"
     conf.write_text(
         "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
@@ -218,3 +222,21 @@ async def _soak(args: argparse.Namespace, namesrv: str, pid: int) -> None:
         f"  soak {args.soak:.0f} s: broker anon RSS first {min(first):.1f}-{max(first):.1f} MB, "
         f"last {min(last):.1f}-{max(last):.1f} MB, max {max(samples):.1f} MB"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make bench``: the suite in a throwaway directory."""
+    parser = argparse.ArgumentParser(prog="rocketpy.tools.bench_suite", description=__doc__)
+    # The suite creates its own topic with 8 queues (BenchmarkTest has 1,024).
+    parser.add_argument("-t", "--topic", default="BenchmarkSuite")
+    add_load_arguments(parser, batch=32)
+    parser.add_argument("--batch-inflight", type=int, default=8)
+    parser.add_argument("--soak", type=float, default=0.0, help="extra soak seconds (RSS)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
+        run_loop(lambda: suite(args, Path(tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

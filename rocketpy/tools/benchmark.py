@@ -1,11 +1,11 @@
-"""Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``, and ``make bench``.
+"""Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``.
 
-Owns: the command line ``python -m rocketpy.tools.benchmark producer|batchproducer|consumer|echo|
-suite``. ``producer``/``batchproducer`` keep ``--inflight`` sends outstanding with the real
+Owns: the command line ``python -m rocketpy.tools.benchmark producer|batchproducer|consumer|echo``
+and the runners ``make bench`` (:mod:`rocketpy.tools.bench_suite`) drives.
+``producer``/``batchproducer`` keep ``--inflight`` sends outstanding with the real
 :class:`rocketpy.client.Producer` and print every ``--report-interval`` seconds the send TPS, max
 and average RT, p50/p99 and failures, then a summary; ``consumer`` push-consumes and prints the
-consume TPS and born-to-consume latency; ``echo`` serves the raw loopback ceiling; ``suite`` runs
-``make bench`` (:mod:`rocketpy.tools.bench_suite`).
+consume TPS and born-to-consume latency; ``echo`` serves the raw loopback ceiling.
 Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
 """
 
@@ -17,11 +17,9 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rocketpy.client.message import Message, MessageExt, SendStatus
@@ -293,34 +291,29 @@ async def _echo_main(port: int) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketpy.tools.benchmark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("producer", "batchproducer", "consumer", "suite"):
+    for name in ("producer", "batchproducer", "consumer"):
         p = sub.add_parser(name)
-        if name != "suite":
-            p.add_argument(
-                "-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
-            )
-        # The suite creates its own topic with 8 queues (BenchmarkTest has 1,024).
-        p.add_argument(
-            "-t", "--topic", default="BenchmarkSuite" if name == "suite" else "BenchmarkTest"
-        )
-        p.add_argument("-s", "--size", type=int, default=128, help="body bytes")
-        p.add_argument(
-            "-w", "--inflight", "--threads", type=int, default=64, help="sends outstanding"
-        )
-        p.add_argument("-b", "--batch", type=int, default=32 if name != "producer" else 1)
-        p.add_argument("--tags", default=None)
-        p.add_argument("-g", "--group", default="benchmark_consumer")
-        p.add_argument("-d", "--duration", type=float, default=10.0, help="seconds")
-        p.add_argument("--report-interval", type=float, default=5.0)
-        if name == "suite":
-            p.add_argument("--batch-inflight", type=int, default=8)
-            p.add_argument("--soak", type=float, default=0.0, help="extra soak seconds (RSS)")
+        p.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
+        p.add_argument("-t", "--topic", default="BenchmarkTest")
+        add_load_arguments(p, batch=32 if name != "producer" else 1)
     echo = sub.add_parser("echo")
     echo.add_argument("--port", type=int, default=0)
     return parser
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, object]]) -> None:
+def add_load_arguments(p: argparse.ArgumentParser, *, batch: int) -> None:
+    """The load options the producer, consumer and suite commands share."""
+    p.add_argument("-s", "--size", type=int, default=128, help="body bytes")
+    p.add_argument("-w", "--inflight", "--threads", type=int, default=64, help="sends outstanding")
+    p.add_argument("-b", "--batch", type=int, default=batch)
+    p.add_argument("--tags", default=None)
+    p.add_argument("-g", "--group", default="benchmark_consumer")
+    p.add_argument("-d", "--duration", type=float, default=10.0, help="seconds")
+    p.add_argument("--report-interval", type=float, default=5.0)
+
+
+def run_loop(main: Callable[[], Coroutine[Any, Any, object]]) -> None:
+    """Run ``main`` on uvloop when installed, else asyncio's loop."""
     try:
         import uvloop  # noqa: PLC0415 - optional accelerator
 
@@ -333,10 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run one benchmark command; see the module docstring."""
     args = _parser().parse_args(argv)
     if args.command == "echo":
-        _run(lambda: _echo_main(args.port))
+        run_loop(lambda: _echo_main(args.port))
     elif args.command in ("producer", "batchproducer"):
         batch = args.batch if args.command == "batchproducer" else 1
-        _run(
+        run_loop(
             lambda: run_producer(
                 args.namesrv,
                 args.topic,
@@ -348,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                 report_interval_s=args.report_interval,
             )
         )
-    elif args.command == "consumer":
-        _run(
+    else:
+        run_loop(
             lambda: run_consumer(
                 args.namesrv,
                 args.topic,
@@ -358,12 +351,6 @@ def main(argv: list[str] | None = None) -> int:
                 report_interval_s=args.report_interval,
             )
         )
-    else:
-        # The suite drives this module's runners, so it imports this module: loaded on use.
-        from rocketpy.tools.bench_suite import suite  # noqa: PLC0415
-
-        with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
-            _run(lambda: suite(args, Path(tmp)))
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
+from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -53,7 +54,6 @@ from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, Req
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
-    PutMessageStatus,
     PutResult,
 )
 
@@ -74,34 +74,6 @@ _DECODE_NEEDLES: Final = tuple(
         MessageConst.TRAN_MSG,
     )
 )
-
-_PUT_FAILURES: Final[Mapping[PutMessageStatus, tuple[int, str]]] = {
-    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
-        ResponseCode.SYSTEM_ERROR,
-        "create mapped file failed, server is busy or broken.",
-    ),
-    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        "service not available now. It may be caused by one of the following reasons: the "
-        "broker's disk is full, messages are put to the slave, message store has been shut down, "
-        "etc.",
-    ),
-    PutMessageStatus.OS_PAGE_CACHE_BUSY: (
-        ResponseCode.SYSTEM_ERROR,
-        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
-    ),
-    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (
-        ResponseCode.SYSTEM_ERROR,
-        "in-sync replicas not enough",
-    ),
-    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
-}
-_STORED_CODES: Final[Mapping[PutMessageStatus, int]] = {
-    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-}
 
 
 @functools.lru_cache(maxsize=4096)  # a handful of peers send every message
@@ -555,18 +527,9 @@ class SendMessageProcessor:
         self, request: RemotingCommand, result: PutResult, queue_id: int, uniq: str
     ) -> RemotingCommand:
         """``handlePutMessageResult``."""
-        code = _STORED_CODES.get(result.status)
+        code = STORED_CODES.get(result.status)
         if code is None:
-            failure: tuple[int, str]
-            if result.status in (
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-            ):
-                failure = (ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark())
-            else:
-                failure = _PUT_FAILURES.get(
-                    result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
-                )
+            failure = put_failure(result.status, self.illegal_remark())
             return request.make_response(failure[0], failure[1], ext_fields=self._ext())
         # SendMessageResponseHeader's extFields, written out (the generic to_ext per send cost
         # more than the rest of the response); same keys, values and order.
