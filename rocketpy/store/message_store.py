@@ -33,7 +33,7 @@ from rocketpy.store.commit_log.recovery import (
 )
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
-from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService
+from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_end
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher
 from rocketpy.store.flush import ConsumeQueueFlushService
@@ -142,9 +142,43 @@ class MessageStore:
         self._stopped = False
         self._append_listeners: list[Callable[[], None]] = []
 
+    # -- replication (rocketpy.store.replication.ReplicationLog, the HA layer's view) ---------
+
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (on the loop) after every append; the HA master's wake-up."""
         self._append_listeners.append(listener)
+
+    def set_confirm_offset_provider(self, provider: Callable[[], int]) -> None:
+        """Dispatch no further than ``provider()`` (controller mode's confirm offset)."""
+        self.commit_log.set_dispatch_limit(provider)
+
+    @property
+    def max_phy_offset(self) -> int:
+        """End of the last written commit-log byte (``getMaxPhyOffset``)."""
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        """Start of the first commit-log segment (``getMinPhyOffset``)."""
+        return self.commit_log.min_offset
+
+    @property
+    def segment_size(self) -> int:
+        """Bytes per commit-log segment."""
+        return self.commit_log.mfq.file_size
+
+    @property
+    def dispatched_offset(self) -> int:
+        """The reput's position (``reputFromOffset``)."""
+        return self.reput.reput_from
+
+    def wake_dispatch(self) -> None:
+        """Let the reput look for dispatchable bytes now."""
+        self.reput.wake()
+
+    def valid_end(self) -> int:
+        """End of the last whole, valid record from the dispatch position (HA truncation)."""
+        return valid_end(self.commit_log.mfq, max(self.reput.reput_from, self.min_phy_offset))
 
     def register_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         """Add a dispatcher (e.g. the IndexService) before :meth:`start`."""
@@ -558,13 +592,26 @@ class MessageStore:
         return len(queues)
 
     async def truncate_files(self, offset: int) -> None:
-        """Cut the commit log and consume queues back to ``offset`` (HA truncation)."""
+        """Cut the commit log and consume queues back to ``offset`` (HA truncation).
+
+        The cut bytes of the segment that keeps ``offset`` are zeroed: moving the positions
+        alone would let a restart's recovery walk find the cut (divergent) records still valid
+        after the new tail and bring them back.
+        """
         loop = asyncio.get_running_loop()
+        old_max = self.commit_log.max_offset
+        mfq = self.commit_log.mfq
+        kept = mfq.find(offset)
 
         def work() -> None:
-            self.commit_log.mfq.truncate_dirty_files(offset)
+            mfq.truncate_dirty_files(offset)
             for q in self.queues.values():
                 q.truncate_by_commit_log(offset)
+            if kept is not None:
+                start = offset - kept.file_from_offset
+                end = min(old_max - kept.file_from_offset, kept.size)
+                if end > start:
+                    kept.zero(start, end)
 
         self.commit_log.dispatch_hints.clear()  # their offsets may be reused past the cut
         await loop.run_in_executor(self._alloc_executor, work)

@@ -115,6 +115,8 @@ class CommitLog:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.writable = False
+        # Upper bound of dispatching set by the HA layer (controller mode's confirm offset);
+        # None without one. Set through set_dispatch_limit at wiring time.
         self.dispatch_limit: Callable[[], int] | None = None
         # What each local append wrote, for the reput (see ReputService); bounded so a reput
         # held back by the confirm offset does not grow it without limit.
@@ -156,6 +158,11 @@ class CommitLog:
     def min_offset(self) -> int:
         """Start of the first segment."""
         return self.mfq.min_offset
+
+    def set_dispatch_limit(self, limit: Callable[[], int]) -> None:
+        """Never let :meth:`confirm_offset` exceed ``limit()`` (the replicated confirm offset
+        of controller mode, ha.md section 3.7); replaces any earlier limit."""
+        self.dispatch_limit = limit
 
     def confirm_offset(self) -> int:
         """Dispatch end bound (store.md section 5): flushed for SYNC_FLUSH, else max offset,

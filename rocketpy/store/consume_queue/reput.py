@@ -57,6 +57,26 @@ def read_request(
         view.release()
 
 
+def valid_end(mfq: MappedFileQueue, start: int) -> int:
+    """End of the last whole record with a valid CRC from ``start`` up to the written end
+    (``AutoSwitchHAClient.truncateInvalidMsg``'s walk); a blank end-of-file record moves on to
+    the next segment."""
+    top = mfq.max_offset
+    offset = start
+    while offset < top:
+        req, size = read_request(mfq, offset, check_crc=True)
+        if size == 0:  # blank end-of-file record: the next segment starts the next record
+            mf = mfq.find(offset)
+            if mf is None:
+                break
+            offset = mf.file_from_offset + mf.size
+            continue
+        if req is None:
+            break
+        offset += size
+    return min(offset, top)
+
+
 def scan_record(
     view: memoryview, offset: int, *, check_crc: bool
 ) -> tuple[DispatchRequest | None, int]:

@@ -247,7 +247,7 @@ async def test_message_store_dispatch_stops_at_confirm_offset_inside_record(tmp_
     async with asyncio.timeout(30):
         store = MessageStore(_config(tmp_path))
         limit = 0
-        store.commit_log.dispatch_limit = lambda: limit
+        store.set_confirm_offset_provider(lambda: limit)
         await store.start()
         results = [await store.put_message(_msg(i)) for i in range(3)]
         store.reput.wake()
