@@ -33,7 +33,7 @@ from rocketpy.ha.protocol import (
 )
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +49,7 @@ class AutoSwitchHAClient:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: ReplicationLog,
         epochs: EpochFileCache,
         config: HAConfig,
         *,
@@ -165,11 +165,11 @@ class AutoSwitchHAClient:
             for msg in messages.feed(data):
                 if isinstance(msg, HandshakeResponse):
                     await self._on_handshake(msg)
-                    await self._report(writer, self.store.commit_log.max_offset)
+                    await self._report(writer, self.store.max_phy_offset)
                     last_report = self.clock.monotonic_ms()
                 else:
                     await self._on_transfer(msg)
-            top = self.store.commit_log.max_offset
+            top = self.store.max_phy_offset
             if self.state is HAConnectionState.TRANSFER and top > self.reported_offset:
                 await self._report(writer, top)
                 last_report = self.clock.monotonic_ms()
@@ -186,7 +186,7 @@ class AutoSwitchHAClient:
     async def _on_transfer(self, frame: TransferFrame) -> None:
         if self.state is not HAConnectionState.TRANSFER:
             raise ReplicationRefused(f"State not matched, {self.state.name} got TRANSFER")
-        top = self.store.commit_log.max_offset
+        top = self.store.max_phy_offset
         if top not in (0, frame.offset):
             raise ReplicationRefused(f"master pushed offset {frame.offset} != slave max {top}")
         if frame.body:
@@ -197,5 +197,5 @@ class AutoSwitchHAClient:
                 if not await self.epochs.append_entry(entry):
                     raise ReplicationRefused(f"epoch {frame.epoch} not after ours")
             await self.store.append_replicated(frame.offset, frame.body)
-        self.confirm_offset = min(frame.confirm_offset, self.store.commit_log.max_offset)
-        self.store.reput.wake()
+        self.confirm_offset = min(frame.confirm_offset, self.store.max_phy_offset)
+        self.store.wake_dispatch()

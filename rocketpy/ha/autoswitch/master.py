@@ -36,7 +36,7 @@ from rocketpy.ha.protocol import (
 )
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -125,7 +125,7 @@ class AutoSwitchConnection:
         # an ack of bytes this master does not hold, closes the connection before it counts.
         if self.slave_id < 0:
             raise HAProtocolError("State not matched, TRANSFER report before HANDSHAKE")
-        top = self._m.store.commit_log.max_offset
+        top = self._m.store.max_phy_offset
         if msg.slave_max_offset > top:
             raise HAProtocolError(f"slave acked {msg.slave_max_offset} beyond master max {top}")
         self.state = HAConnectionState.TRANSFER
@@ -137,13 +137,13 @@ class AutoSwitchConnection:
         self.notify()
 
     def _start_offset(self) -> int:
-        commit_log = self._m.store.commit_log
+        store = self._m.store
         if self.request_offset != 0:
             return self.request_offset
         if self.is_sync_from_last_file:
-            top = commit_log.max_offset
-            return top - top % commit_log.mfq.file_size
-        return commit_log.min_offset
+            top = store.max_phy_offset
+            return top - top % store.segment_size
+        return store.min_phy_offset
 
     async def _write_loop(self) -> None:
         heartbeat_ms = self._m.config.ha_send_heartbeat_interval_ms
@@ -205,7 +205,7 @@ class AutoSwitchConnection:
         frame = TransferFrame(offset=self.next_transfer_from, epoch=entry.epoch,
                               epoch_start_offset=entry.start_offset,
                               confirm_offset=self._m.confirm_offset, body=data)  # fmt: skip
-        self.last_master_max_offset = self._m.store.commit_log.max_offset
+        self.last_master_max_offset = self._m.store.max_phy_offset
         self.last_transfer_ms = self._m.clock.monotonic_ms()
         await self._send(encode_transfer_frame(frame))
         self._flow.record(len(data))
@@ -223,7 +223,7 @@ class AutoSwitchHAMaster:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: ReplicationLog,
         epochs: EpochFileCache,
         config: HAConfig,
         *,
@@ -238,7 +238,7 @@ class AutoSwitchHAMaster:
         self.sync_state = SyncStateTracker(local_id, config.ha_max_time_slave_not_catchup_ms)
         self.on_sync_state_set_changed = on_sync_state_set_changed
         self.connections: list[AutoSwitchConnection] = []
-        self.confirm_offset = store.commit_log.max_offset
+        self.confirm_offset = store.max_phy_offset
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks = TaskSet("ha-connection")
@@ -299,7 +299,7 @@ class AutoSwitchHAMaster:
 
     def handshake_response(self) -> HandshakeResponse:
         """Max offset and epoch history for a HANDSHAKE answer."""
-        return HandshakeResponse(master_max_offset=self.store.commit_log.max_offset,
+        return HandshakeResponse(master_max_offset=self.store.max_phy_offset,
                                  last_epoch=self.epochs.last_epoch(),
                                  entries=self.epochs.entries())  # fmt: skip
 
@@ -312,7 +312,7 @@ class AutoSwitchHAMaster:
     def on_report(self, conn: AutoSwitchConnection) -> None:
         """A TRANSFER report: caught-up time, expand, confirm offset, waiters."""
         now = self.clock.monotonic_ms()
-        if conn.ack_offset >= self.store.commit_log.max_offset:
+        if conn.ack_offset >= self.store.max_phy_offset:
             self.sync_state.update_caught_up(conn.slave_id, now)
         elif conn.ack_offset >= conn.last_master_max_offset:
             self.sync_state.update_caught_up(conn.slave_id, conn.last_transfer_ms)
@@ -328,7 +328,7 @@ class AutoSwitchHAMaster:
 
     def on_idle(self, conn: AutoSwitchConnection) -> None:
         """Nothing left to send to ``conn``: it is caught up if it acked everything."""
-        if conn.ack_offset >= self.store.commit_log.max_offset:
+        if conn.ack_offset >= self.store.max_phy_offset:
             self.sync_state.update_caught_up(conn.slave_id, self.clock.monotonic_ms())
 
     def acks(self) -> dict[int, int]:
@@ -345,7 +345,7 @@ class AutoSwitchHAMaster:
         self._recompute_confirm()
 
     def _recompute_confirm(self) -> None:
-        max_offset = self.store.commit_log.max_offset
+        max_offset = self.store.max_phy_offset
         if not self.config.all_ack_in_sync_state_set or len(self.sync_state.effective()) <= 1:
             new = max_offset
         else:
@@ -366,7 +366,7 @@ class AutoSwitchHAMaster:
 
     def _wake_reput(self) -> None:
         self._reput_wake_pending = False
-        self.store.reput.wake()
+        self.store.wake_dispatch()
 
     def shrink(self) -> None:
         """``maybeShrinkSyncStateSet`` (every ``checkSyncStateSetPeriod``)."""

@@ -24,7 +24,7 @@ from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.epoch_cache import EpochFileCache
 from rocketpy.store.epoch_entries import EpochEntry
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +36,7 @@ class AutoSwitchHAService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: ReplicationLog,
         epochs: EpochFileCache,
         config: HAConfig,
         *,
@@ -47,7 +47,8 @@ class AutoSwitchHAService:
         """Build the service; the store must be started before :meth:`start`.
 
         Args:
-            store: this broker's message store.
+            store: this broker's store, seen through its replication interface (HA's only
+                access to it).
             epochs: its epoch file (``<storePathRootDir>/epochFileCheckpoint``).
             config: HA settings.
             local_broker_id: this broker's controller-assigned id (a SyncStateSet member id).
@@ -67,7 +68,7 @@ class AutoSwitchHAService:
         self.client: AutoSwitchHAClient | None = None
         self.is_master = False
         self.epoch = epochs.last_epoch()
-        store.commit_log.dispatch_limit = self.confirm_offset
+        store.set_confirm_offset_provider(self.confirm_offset)
 
     @property
     def port(self) -> int:
@@ -107,13 +108,13 @@ class AutoSwitchHAService:
         await self._record_epoch(epoch)
         self.master.sync_state.set_sync_state_set(frozenset({self.local_broker_id}))
         self.is_master = True
-        self.store.reput.wake()
+        self.store.wake_dispatch()
         await wait_until(
-            lambda: self.store.reput.reput_from >= self.store.commit_log.max_offset,
+            lambda: self.store.dispatched_offset >= self.store.max_phy_offset,
             DISPATCH_CATCH_UP_S,
         )
         self.store.recover_topic_queue_table()
-        log.info("change to master", epoch=epoch, max_offset=self.store.commit_log.max_offset)
+        log.info("change to master", epoch=epoch, max_offset=self.store.max_phy_offset)
         return True
 
     async def change_to_master_when_last_role_is_master(self, epoch: int) -> bool:
@@ -137,7 +138,7 @@ class AutoSwitchHAService:
             log.info("epoch already recorded, keeping its start", epoch=epoch,
                      entry=str(self.epochs.last_entry()))  # fmt: skip
         else:
-            entry = EpochEntry(epoch=epoch, start_offset=self.store.commit_log.max_offset)
+            entry = EpochEntry(epoch=epoch, start_offset=self.store.max_phy_offset)
             await self.epochs.append_entry(entry)
         self.epoch = epoch
 
@@ -196,7 +197,7 @@ class AutoSwitchHAService:
     def confirm_offset(self) -> int:
         """Bound of consumable data: the master's computed confirm offset, or the last one the
         master sent this slave (its max offset before any was received)."""
-        top = self.store.commit_log.max_offset
+        top = self.store.max_phy_offset
         if self.is_master:
             if not self.config.all_ack_in_sync_state_set or len(self.sync_state_set()) <= 1:
                 return top

@@ -1,78 +1,42 @@
 """Slave-side truncation: the invalid tail before connecting, the divergent suffix after the
 handshake (ha.md section 3.6).
 
-Owns: the record walk of ``truncateInvalidMsg`` and the ``doTruncate`` steps around
-:meth:`EpochFileCache.find_consistent_point`. Must not: decide anything about connections (the
-client drops the connection when :func:`truncate_to_master` returns False). Mirrors
+Owns: the ``truncateInvalidMsg`` and ``doTruncate`` steps around
+:meth:`EpochFileCache.find_consistent_point`; the record walk and the cut itself are the
+store's (:class:`~rocketpy.store.replication.ReplicationLog`). Must not: decide anything about
+connections (the client drops the connection when :func:`truncate_to_master` returns False), or
+reach the store other than through its replication interface. Mirrors
 ``AutoSwitchHAClient.truncateInvalidMsg``/``doTruncate`` (apache/rocketmq 5.1.1+).
 """
 
 from __future__ import annotations
 
-import asyncio
-
 import structlog
 
 from rocketpy.ha.protocol import HandshakeResponse
-from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.epoch_cache import EpochFileCache
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
 
-async def cut_commit_log(store: MessageStore, point: int) -> None:
-    """Truncate the store to ``point`` and zero the cut bytes of the segment that keeps it.
-
-    ``truncate_files`` only moves positions; without zeroing, a restart's recovery walk would
-    find the cut (divergent) records still valid after the new tail and bring them back.
-    """
-    old_max = store.commit_log.max_offset
-    mf = store.commit_log.mfq.find(point)
-    await store.truncate_files(point)
-    if mf is not None:
-        start = point - mf.file_from_offset
-        end = min(old_max - mf.file_from_offset, mf.size)
-        if end > start:
-            await asyncio.get_running_loop().run_in_executor(None, mf.zero, start, end)
-
-
-def valid_end(store: MessageStore) -> int:
-    """End of the last whole, valid record, walking from the dispatcher's position."""
-    mfq = store.commit_log.mfq
-    top = store.commit_log.max_offset
-    offset = max(store.reput.reput_from, store.commit_log.min_offset)
-    while offset < top:
-        req, size = read_request(mfq, offset, check_crc=True)
-        if size == 0:  # blank end-of-file record: the next segment starts the next record
-            mf = mfq.find(offset)
-            if mf is None:
-                break
-            offset = mf.file_from_offset + mf.size
-            continue
-        if req is None:
-            break
-        offset += size
-    return min(offset, top)
-
-
-async def truncate_invalid_tail(store: MessageStore, epochs: EpochFileCache) -> int:
+async def truncate_invalid_tail(store: ReplicationLog, epochs: EpochFileCache) -> int:
     """``truncateInvalidMsg``: cut a partial or invalid tail and the epochs that start in it.
 
     Returns:
         The commit log's max offset afterwards.
     """
-    end = valid_end(store)
-    if end < store.commit_log.max_offset:
-        log.warning("truncate invalid msg", from_offset=end, max=store.commit_log.max_offset)
-        await cut_commit_log(store, end)
+    end = store.valid_end()
+    if end < store.max_phy_offset:
+        log.warning("truncate invalid msg", from_offset=end, max=store.max_phy_offset)
+        await store.truncate_files(end)
     if any(e.start_offset >= end for e in epochs.entries()):
         await epochs.truncate_suffix_by_offset(end)
-    return store.commit_log.max_offset
+    return store.max_phy_offset
 
 
 async def truncate_to_master(
-    store: MessageStore, epochs: EpochFileCache, master: HandshakeResponse
+    store: ReplicationLog, epochs: EpochFileCache, master: HandshakeResponse
 ) -> bool:
     """``doTruncate``: cut the local log and epochs back to the point both histories share.
 
@@ -82,7 +46,7 @@ async def truncate_to_master(
     """
     if len(epochs) == 0:
         return True  # a new replica, or one upgraded from classic mode: nothing to compare
-    local_max = store.commit_log.max_offset
+    local_max = store.max_phy_offset
     point = epochs.find_consistent_point(
         master.entries, master_max_offset=master.master_max_offset, local_max_offset=local_max
     )
@@ -93,6 +57,6 @@ async def truncate_to_master(
         return False
     log.info("truncate to the consistent point", point=point, local_max=local_max)
     if point < local_max:
-        await cut_commit_log(store, point)
+        await store.truncate_files(point)
     await epochs.truncate_suffix_by_offset(point)
     return True

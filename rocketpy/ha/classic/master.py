@@ -21,7 +21,7 @@ from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.protocol import HACodecError, OffsetReportReader, encode_classic_frame
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -142,8 +142,8 @@ class SlaveConnection:
         if self.request_offset != 0:
             return self.request_offset
         # An empty slave starts at the beginning of the master's last segment (ha.md 2.2).
-        max_offset = self._master.store.commit_log.max_offset
-        return max_offset - max_offset % self._master.store.commit_log.mfq.file_size
+        max_offset = self._master.store.max_phy_offset
+        return max_offset - max_offset % self._master.store.segment_size
 
     async def _write_loop(self) -> None:
         await self._first_report.wait()
@@ -189,7 +189,7 @@ class ClassicHAMaster:
     """The master side of ``DefaultHAService``: listen, push, count acks."""
 
     def __init__(
-        self, store: MessageStore, config: HAConfig, *, clock: Clock | None = None
+        self, store: ReplicationLog, config: HAConfig, *, clock: Clock | None = None
     ) -> None:
         self.store = store
         self.config = config

@@ -14,7 +14,7 @@ from rocketpy.ha.classic.master import ClassicHAMaster, SlaveStatistics
 from rocketpy.ha.classic.slave import ClassicHAClient, ClientStatistics
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 
 class DefaultHAService:
@@ -22,7 +22,7 @@ class DefaultHAService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: ReplicationLog,
         config: HAConfig,
         *,
         sync_master: bool,
@@ -32,7 +32,8 @@ class DefaultHAService:
         """Build both halves; nothing is bound until :meth:`start`.
 
         Args:
-            store: this broker's message store.
+            store: this broker's store, seen through its replication interface (HA's only
+                access to it).
             config: HA settings (``haListenPort`` already resolved).
             sync_master: ``brokerRole=SYNC_MASTER``: sends wait for replicas.
             auto_in_sync_replicas: ``enableSlaveActingMaster``: lower the replicas a send needs

@@ -20,7 +20,7 @@ from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.common.errors import StoreError
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.protocol import ClassicFrameReader, HACodecError, encode_offset_report
-from rocketpy.store.message_store import MessageStore
+from rocketpy.store.replication import ReplicationLog
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,7 @@ class ClassicHAClient:
     """``DefaultHAClient``: one task that connects, replicates and reconnects."""
 
     def __init__(
-        self, store: MessageStore, config: HAConfig, *, clock: Clock | None = None
+        self, store: ReplicationLog, config: HAConfig, *, clock: Clock | None = None
     ) -> None:
         self.store = store
         self.config = config
@@ -140,7 +140,7 @@ class ClassicHAClient:
         heartbeat_ms = self.config.ha_send_heartbeat_interval_ms
         housekeeping_ms = self.config.ha_housekeeping_interval_ms
         frames = ClassicFrameReader()
-        await self._report(writer, self.store.commit_log.max_offset)
+        await self._report(writer, self.store.max_phy_offset)
         last_read = last_report = self.clock.monotonic_ms()
         while True:
             wait_ms = max(last_report + heartbeat_ms - self.clock.monotonic_ms(), 0)
@@ -160,13 +160,13 @@ class ClassicHAClient:
             last_read = now
             for frame in frames.feed(data):
                 await self._apply(frame.offset, frame.body)
-            max_offset = self.store.commit_log.max_offset
+            max_offset = self.store.max_phy_offset
             if max_offset > self.reported_offset:
                 await self._report(writer, max_offset)
                 last_report = self.clock.monotonic_ms()
 
     async def _apply(self, offset: int, body: bytes) -> None:
-        slave_max = self.store.commit_log.max_offset
+        slave_max = self.store.max_phy_offset
         if slave_max not in (0, offset):
             raise OffsetMismatch(
                 f"master pushed offset not equal the max phy offset in slave, "

@@ -150,10 +150,10 @@ async def test_master_stepping_down_stores_no_send(
     assert await _send(broker.address) == ResponseCode.SUCCESS
     assert broker.auto_ha is not None
     assert not broker.runtime.is_slave
-    end = broker.auto_ha.store.commit_log.max_offset
+    end = broker.auto_ha.store.max_phy_offset
     assert await broker.auto_ha.change_to_slave(None, 2, 1)
     assert await _send(broker.address) == ResponseCode.SERVICE_NOT_AVAILABLE
-    assert broker.auto_ha.store.commit_log.max_offset == end
+    assert broker.auto_ha.store.max_phy_offset == end
 
 
 async def test_r02_temp_file_left_by_crash_reapplies_same_id(
