@@ -32,7 +32,7 @@ from rocketpy.common.errors import ConfigError
 from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.config_shapes import DataVersion, DelayOffsetTable
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
-from rocketpy.store.message_store import GetMessageStatus
+from rocketpy.store.get_types import GetMessageStatus
 
 log = structlog.get_logger(__name__)
 

@@ -45,8 +45,9 @@ from rocketpy.store.commit_log.put_types import (
     PutResult,
 )
 from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.get_types import GetResult
 from rocketpy.store.index.index_service import IndexService
-from rocketpy.store.message_store import GetResult, MessageStore
+from rocketpy.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 

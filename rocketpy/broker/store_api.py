@@ -4,7 +4,7 @@ Owns: :class:`BrokerStore` (the calls processors and services make), :class:`Sto
 decoded commit-log record with its property map), :class:`QueryResult` and
 :class:`StoreOffsets`. Puts and gets cross in the store's own values (one vocabulary, no
 conversion): :class:`~rocketpy.store.commit_log.put_types.MessageToStore`, ``MessageBatch``,
-``PutResult``/``PutMessageStatus`` and :class:`~rocketpy.store.message_store.GetResult`/
+``PutResult``/``PutMessageStatus`` and :class:`~rocketpy.store.get_types.GetResult`/
 ``GetMessageStatus``. Mirrors the subset of upstream's ``MessageStore`` interface the broker
 processors call. Must not: implement storage; the store package does (``store_adapter.py``
 binds it to this Protocol).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutResult
-from rocketpy.store.message_store import GetResult
+from rocketpy.store.get_types import GetResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

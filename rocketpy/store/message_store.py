@@ -8,12 +8,10 @@ loop (copies of mapped bytes); everything blocking runs on an executor.
 from __future__ import annotations
 
 import asyncio
-import enum
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -37,6 +35,7 @@ from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher
 from rocketpy.store.flush import ConsumeQueueFlushService
+from rocketpy.store.get_types import GetMessageStatus, GetResult
 from rocketpy.store.run_files import StoreLock, abort_from_this_boot, write_abort
 
 log = structlog.get_logger(__name__)
@@ -48,39 +47,6 @@ _DISPATCH_SLICE = 64 * 1024 * 1024
 
 def _drained() -> None:
     """A no-op job: awaiting it waits for every job queued on an executor before it."""
-
-
-class GetMessageStatus(enum.StrEnum):
-    """``GetMessageStatus`` (store.md section 10; the pull response remark)."""
-
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    OFFSET_RESET = "OFFSET_RESET"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetResult:
-    """``GetMessageResult``: whole stored records in queue order. ``suggest_pulling_from_slave``
-    is the broker's hint (the read is far behind the commit log's end)."""
-
-    status: GetMessageStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    records: Sequence[bytes] = ()
-    suggest_pulling_from_slave: bool = False
-
-    @property
-    def message_count(self) -> int:
-        """Number of records."""
-        return len(self.records)
 
 
 class MessageStore:

@@ -29,7 +29,7 @@ from rocketpy.remoting.protocol.headers.broker import (
     PullMessageResponseHeader,
 )
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.message_store import GetMessageStatus, GetResult
+from rocketpy.store.get_types import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)
 

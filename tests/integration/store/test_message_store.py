@@ -17,7 +17,8 @@ from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, Pu
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
 from rocketpy.store.dispatch import DispatchRequest
-from rocketpy.store.message_store import GetMessageStatus, MessageStore
+from rocketpy.store.get_types import GetMessageStatus
+from rocketpy.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
-from rocketpy.store.message_store import GetMessageStatus, MessageStore
+from rocketpy.store.get_types import GetMessageStatus
+from rocketpy.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ from rocketpy.store.commit_log.put_types import (
     PutMessageStatus,
     PutResult,
 )
-from rocketpy.store.message_store import GetMessageStatus, GetResult
+from rocketpy.store.get_types import GetMessageStatus, GetResult
 from tests.helpers.broker_client import decode_records
 
 __all__ = ["FakeChannel", "Harness", "MemStore", "decode_records"]
