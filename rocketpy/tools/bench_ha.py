@@ -33,8 +33,8 @@ from rocketpy.client.producer import Producer
 from rocketpy.common.aio import wait_until
 from rocketpy.common.errors import RocketPyError
 from rocketpy.remoting.protocol.bodies.controller import ReplicasInfo
-from rocketpy.tools.benchmark import BROKER_BOOT, NAMESRV_BOOT, run_producer
-from rocketpy.tools.children import Child, free_ports, spawn, stop
+from rocketpy.tools.benchmark import run_producer
+from rocketpy.tools.children import BROKER_BOOT, NAMESRV_BOOT, Child, free_ports, spawn, stop
 from rocketpy.tools.loadgen import Result
 
 CONTROLLER_BOOT = re.compile(

@@ -28,8 +28,7 @@ from pathlib import Path
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.client.message import Message, SendStatus
 from rocketpy.client.producer import Producer
-from rocketpy.tools.benchmark import BROKER_BOOT, NAMESRV_BOOT
-from rocketpy.tools.children import Child, spawn, stop
+from rocketpy.tools.children import BROKER_BOOT, NAMESRV_BOOT, Child, spawn, stop
 
 TOPIC = "BenchRecovery"
 QUEUES = 8

@@ -35,8 +35,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.remoting.protocol.headers.base import ext_encoder
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
-from rocketpy.tools.benchmark import BROKER_BOOT, NAMESRV_BOOT
-from rocketpy.tools.children import Child, spawn, stop
+from rocketpy.tools.children import spawn_namesrv_and_broker, stop
 from rocketpy.tools.loadgen import Latencies, cpu_seconds, rss_mb
 
 _LEN = struct.Struct(">i")
@@ -226,32 +225,11 @@ def _mean(a: Figure, b: Figure) -> Figure:
 
 
 async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure]:
-    conf = workdir / "broker.conf"
-    conf.write_text(
-        "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
-        f"storePathRootDir={workdir / 'store'}\nflushDiskType=ASYNC_FLUSH\n"
-        "autoCreateTopicEnable=true\n",
-        encoding="utf-8",
+    children = spawn_namesrv_and_broker(
+        workdir, "flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
     )
-    (workdir / "namesrv.conf").write_text(
-        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={workdir / 'kv.json'}\n",
-        encoding="utf-8",
-    )
-    ns = spawn(
-        ["-m", "rocketpy.cli.namesrv", "-c", str(workdir / "namesrv.conf")],
-        NAMESRV_BOOT,
-        workdir,
-        "namesrv",
-    )
-    children: list[Child] = [ns]
     try:
-        broker = spawn(
-            ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", f"127.0.0.1:{ns.booted}"],
-            BROKER_BOOT,
-            workdir,
-            "broker",
-        )
-        children.append(broker)
+        broker = children[1]
         pid, port = broker.proc.pid, int(broker.booted)
         await asyncio.sleep(1.0)
         print(f"broker pid {pid}, idle RSS {rss_mb(pid):.1f} MB", flush=True)

@@ -23,15 +23,13 @@ from typing import Any
 
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.tools.benchmark import (
-    BROKER_BOOT,
-    NAMESRV_BOOT,
     add_load_arguments,
     run_consumer,
     run_loop,
     run_producer,
     send_frames,
 )
-from rocketpy.tools.children import Child, spawn, stop
+from rocketpy.tools.children import Child, spawn, spawn_namesrv_and_broker, stop
 from rocketpy.tools.loadgen import Result, cpu_seconds, drive, memory_summary, rss_mb
 
 ECHO_BOOT = re.compile(r"echo server listening on 127\.0\.0\.1:(\d+)")
@@ -64,33 +62,11 @@ async def _cpu_metered(broker_pid: int, run: Coroutine[Any, Any, Result]) -> tup
 async def suite(args: argparse.Namespace, workdir: Path) -> None:
     """``make bench``: a NameServer, a broker and an echo server as child processes under
     ``workdir``, every phase run against them (``args`` from :func:`main`'s command line)."""
-    conf = workdir / "broker.conf"
-    conf.write_text(
-        "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
-        f"storePathRootDir={workdir / 'store'}\nflushDiskType=ASYNC_FLUSH\n"
-        "autoCreateTopicEnable=true\ndefaultTopicQueueNums=8\n",
-        encoding="utf-8",
+    children = spawn_namesrv_and_broker(
+        workdir, "flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\ndefaultTopicQueueNums=8\n"
     )
-    (workdir / "namesrv.conf").write_text(
-        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={workdir / 'kv.json'}\n",
-        encoding="utf-8",
-    )
-    ns = spawn(
-        ["-m", "rocketpy.cli.namesrv", "-c", str(workdir / "namesrv.conf")],
-        NAMESRV_BOOT,
-        workdir,
-        "namesrv",
-    )
-    children = [ns]
     try:
-        namesrv = f"127.0.0.1:{ns.booted}"
-        broker = spawn(
-            ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", namesrv],
-            BROKER_BOOT,
-            workdir,
-            "broker",
-        )
-        children.append(broker)
+        namesrv, broker = f"127.0.0.1:{children[0].booted}", children[1]
         echo = spawn(["-m", "rocketpy.tools.benchmark", "echo"], ECHO_BOOT, workdir, "echo")
         children.append(echo)
         await _run_phases(args, namesrv, broker, echo)

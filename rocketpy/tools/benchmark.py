@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import signal
 import sys
 import time
@@ -38,10 +37,6 @@ from rocketpy.tools.loadgen import (
     Result,
     serve_echo,
 )
-
-NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address \S+:(\d+)")
-BROKER_BOOT = re.compile(r"The broker\[\S+, \S+:(\d+)\] boot success\.")
-
 
 # -- live statistics ---------------------------------------------------------------------------
 

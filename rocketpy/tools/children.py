@@ -1,7 +1,8 @@
 """Daemons started as child processes by the benchmark tools, and free loopback ports.
 
 Owns: :func:`spawn` (start ``python <args>`` with stdout/stderr in files, wait for its boot line),
-:func:`stop` (SIGTERM, SIGKILL after a deadline) and :func:`free_ports`. Must not: import daemon
+:func:`stop` (SIGTERM, SIGKILL after a deadline), :func:`spawn_namesrv_and_broker` (the pair
+every broker benchmark starts) and :func:`free_ports`. Must not: import daemon
 packages (the tools drive daemons as an operator would).
 """
 
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BOOT_TIMEOUT_S = 20.0
+#: Boot lines; the group is the listening port.
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address \S+:(\d+)")
+BROKER_BOOT = re.compile(r"The broker\[\S+, \S+:(\d+)\] boot success\.")
 
 
 @dataclass(slots=True)
@@ -67,6 +71,39 @@ def stop(child: Child) -> None:
             child.proc.wait(15)
         except subprocess.TimeoutExpired:
             child.proc.kill()
+
+
+def spawn_namesrv_and_broker(workdir: Path, broker_conf: str) -> list[Child]:
+    """A NameServer and one broker on loopback ports, files under ``workdir``: ``broker_conf``
+    is added to the broker's loopback, port-0 and store-root lines. Returns [namesrv, broker];
+    whatever started is stopped again if the broker does not boot."""
+    conf = workdir / "broker.conf"
+    conf.write_text(
+        "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
+        f"storePathRootDir={workdir / 'store'}\n{broker_conf}",
+        encoding="utf-8",
+    )
+    (workdir / "namesrv.conf").write_text(
+        f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={workdir / 'kv.json'}\n",
+        encoding="utf-8",
+    )
+    ns = spawn(
+        ["-m", "rocketpy.cli.namesrv", "-c", str(workdir / "namesrv.conf")],
+        NAMESRV_BOOT,
+        workdir,
+        "namesrv",
+    )
+    try:
+        broker = spawn(
+            ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", f"127.0.0.1:{ns.booted}"],
+            BROKER_BOOT,
+            workdir,
+            "broker",
+        )
+    except BaseException:
+        stop(ns)
+        raise
+    return [ns, broker]
 
 
 def free_ports(count: int) -> list[int]:
