@@ -143,6 +143,7 @@ class ConsumerSendMsgBackRequestHeader:
     origin_topic: str | None = wire("originTopic", default=None)
     unit_mode: bool = wire("unitMode", default=False)
     max_reconsume_times: int | None = wire("maxReconsumeTimes", default=None)
+    bname: str | None = wire("bname", default=None)
 
 
 # -- pull ------------------------------------------------------------------------------------
@@ -230,6 +231,7 @@ class QueryConsumerOffsetRequestHeader:
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
     set_zero_if_not_found: bool | None = wire("setZeroIfNotFound", default=None)
+    bname: str | None = wire("bname", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,6 +242,7 @@ class UpdateConsumerOffsetRequestHeader:
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
     commit_offset: int = wire("commitOffset")
+    bname: str | None = wire("bname", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,15 +258,18 @@ class QueueRequestHeader:
 
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
+    bname: str | None = wire("bname", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetMaxOffsetRequestHeader:
-    """``GetMaxOffsetRequestHeader`` (30)."""
+    """``GetMaxOffsetRequestHeader`` (30). ``committed`` absent (None) means upstream's default,
+    true; our client leaves it off the wire as it always has."""
 
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
-    committed: bool = wire("committed", default=True)
+    committed: bool | None = wire("committed", default=None)
+    bname: str | None = wire("bname", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -274,6 +280,7 @@ class SearchOffsetRequestHeader:
     queue_id: int = wire("queueId")
     timestamp: int = wire("timestamp")
     boundary_type: str | None = wire("boundaryType", default=None)
+    bname: str | None = wire("bname", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,7 +324,7 @@ class CreateTopicRequestHeader:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRequestHeader:
     """Headers that only carry ``topic``: DELETE_TOPIC_IN_BROKER 215, GET_TOPIC_STATS_INFO 202,
-    GET_TOPIC_CONFIG 351."""
+    QUERY_TOPIC_CONSUME_BY_WHO 300, GET_TOPIC_CONFIG 351."""
 
     topic: str = wire("topic")
 
