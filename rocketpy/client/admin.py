@@ -29,13 +29,30 @@ from rocketpy.remoting.protocol.body.admin import (
     decode_topic_stats,
 )
 from rocketpy.remoting.protocol.body.broker import MessageQueue, TopicOffset
+from rocketpy.remoting.protocol.body.config_shapes import TopicFilterType
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
+from rocketpy.remoting.protocol.headers.broker import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    PullMessageRequestHeader,
+    QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+    ViewMessageRequestHeader,
+)
 from rocketpy.remoting.protocol.headers.controller import (
     CleanControllerBrokerDataRequestHeader,
     ElectMasterRequestHeader,
     ElectMasterResponseHeader,
     GetMetaDataResponseHeader,
+)
+from rocketpy.remoting.protocol.headers.namesrv import (
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    KvConfigRequestHeader,
 )
 from rocketpy.remoting.transport.client import RemotingClient
 
@@ -211,7 +228,8 @@ class AdminClient:
 
     async def topic_route(self, topic: str) -> TopicRoute:
         """GET_ROUTEINFO_BY_TOPIC (105)."""
-        resp = await self._ok(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        ext = to_ext(GetRouteInfoRequestHeader(topic=topic))
+        resp = await self._ok(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
         return parse_route(resp.body or b"{}")
 
     async def topic_list(self) -> list[str]:
@@ -237,8 +255,8 @@ class AdminClient:
 
     async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
         """PUT_KV_CONFIG (100) on every NameServer."""
+        ext = to_ext(KvConfigRequestHeader(namespace=namespace, key=key, value=value))
         for addr in self._namesrvs:
-            ext = {"namespace": namespace, "key": key, "value": value}
             resp = await self._remoting.invoke(
                 addr, RemotingCommand.request(RequestCode.PUT_KV_CONFIG, ext), self._timeout_s
             )
@@ -247,8 +265,8 @@ class AdminClient:
 
     async def delete_kv_config(self, namespace: str, key: str) -> None:
         """DELETE_KV_CONFIG (102) on every NameServer."""
+        ext = to_ext(KvConfigRequestHeader(namespace=namespace, key=key))
         for addr in self._namesrvs:
-            ext = {"namespace": namespace, "key": key}
             resp = await self._remoting.invoke(
                 addr, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, ext), self._timeout_s
             )
@@ -262,8 +280,8 @@ class AdminClient:
 
     async def delete_topic_in_namesrv(self, topic: str, cluster: str) -> None:
         """DELETE_TOPIC_IN_NAMESRV (216) on every NameServer."""
+        ext = to_ext(DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster))
         for addr in self._namesrvs:
-            ext = {"topic": topic, "clusterName": cluster}
             request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
             resp = await self._remoting.invoke(addr, request, self._timeout_s)
             if resp.code != ResponseCode.SUCCESS:
@@ -337,36 +355,35 @@ class AdminClient:
 
     async def create_topic(self, addr: str, config: TopicSpec) -> None:
         """UPDATE_AND_CREATE_TOPIC (17)."""
-        ext = {
-            "topic": config.topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": str(config.read_queue_nums),
-            "writeQueueNums": str(config.write_queue_nums),
-            "perm": str(config.perm),
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": str(config.topic_sys_flag),
-            "order": str(config.order).lower(),
-        }
-        if config.attributes:
-            ext["attributes"] = config.attributes
-        await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        header = CreateTopicRequestHeader(
+            topic=config.topic,
+            default_topic="TBW102",  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=TopicFilterType.SINGLE_TAG.value,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+            attributes=config.attributes or None,
+        )
+        await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, to_ext(header))
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         """DELETE_TOPIC_IN_BROKER (215)."""
-        await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        ext = to_ext(TopicRequestHeader(topic=topic))
+        await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, ext)
 
     async def topic_stats(
         self, addr: str, topic: str
     ) -> tuple[dict[MessageQueue, TopicOffset], float]:
         """GET_TOPIC_STATS_INFO (202): per queue offsets and the topic's put TPS."""
-        resp = await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+        ext = to_ext(TopicRequestHeader(topic=topic))
+        resp = await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, ext)
         return decode_topic_stats(resp.body)
 
     async def consume_stats(self, addr: str, group: str, topic: str | None) -> ConsumeStatsReply:
         """GET_CONSUME_STATS (208), for one topic or every topic the group has offsets in."""
-        ext = {"consumerGroup": group}
-        if topic:
-            ext["topic"] = topic
+        ext = to_ext(GetConsumeStatsRequestHeader(consumer_group=group, topic=topic or None))
         resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, ext)
         return decode_consume_stats(resp.body)
 
@@ -375,7 +392,7 @@ class AdminClient:
     ) -> dict[str, dict[str, float]] | None:
         """VIEW_BROKER_STATS_DATA (315): ``{statsMinute|statsHour|statsDay: {sum, tps}}``;
         None when the broker never counted that item (it answers SYSTEM_ERROR)."""
-        ext = {"statsName": stats_name, "statsKey": stats_key}
+        ext = to_ext(ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key))
         resp = await self._broker(
             addr, RequestCode.VIEW_BROKER_STATS_DATA, ext,
             ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
@@ -387,7 +404,8 @@ class AdminClient:
 
     async def topic_consume_by_who(self, addr: str, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming ``topic`` on that broker."""
-        resp = await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+        ext = to_ext(TopicRequestHeader(topic=topic))
+        resp = await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, ext)
         body = fastjson.loads(resp.body) if resp.body else {}
         return [str(g) for g in body.get("groupList", [])]
 
@@ -408,38 +426,38 @@ class AdminClient:
         offset: int | None = None,
     ) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET (222), forced, by time or to one queue's offset."""
-        ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "true"}
-        if queue_id is not None:
-            ext["queueId"] = str(queue_id)
-        if offset is not None:
-            ext["offset"] = str(offset)
-        resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+        header = ResetOffsetRequestHeader(
+            topic=topic,
+            group=group,
+            timestamp=timestamp,
+            is_force=True,
+            queue_id=queue_id,
+            offset=offset,
+        )
+        resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, to_ext(header))
         return decode_reset_offset_body(resp.body) if resp.body else {}
 
     async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP (29)."""
-        ext = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp)}
+        ext = to_ext(SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp))
         resp = await self._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
         return int(resp.ext("offset") or 0)
 
     async def view_message(self, addr: str, commit_log_offset: int) -> bytes:
         """VIEW_MESSAGE_BY_ID (33): the raw stored record."""
-        ext = {"offset": str(commit_log_offset)}
-        resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID, ext)
+        header = ViewMessageRequestHeader(offset=commit_log_offset)
+        resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID, to_ext(header))
         return resp.body or b""
 
     async def query_message(
         self, addr: str, topic: str, key: str, *, max_num: int, begin: int, end: int, unique: bool
     ) -> bytes:
         """QUERY_MESSAGE (12) through the broker's index: the raw records (empty if none)."""
-        ext = {
-            "topic": topic,
-            "key": key,
-            "maxNum": str(max_num),
-            "beginTimestamp": str(begin),
-            "endTimestamp": str(end),
-        }
-        if unique:
+        header = QueryMessageRequestHeader(
+            topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end
+        )
+        ext = to_ext(header)
+        if unique:  # not a header field: upstream adds it with addExtField
             ext[UNIQUE_KEY_QUERY] = "true"
         ok = (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
         resp = await self._broker(addr, RequestCode.QUERY_MESSAGE, ext, ok=ok)
@@ -448,27 +466,27 @@ class AdminClient:
     async def pull_one(self, addr: str, broker_name: str, mq: MessageQueue, offset: int) -> bytes:
         """PULL_MESSAGE (11) of one record as ``DefaultMQPullConsumer.pull(mq, "*", offset, 1)``
         does (group TOOLS_CONSUMER, subscription in the request); empty when none is there."""
-        ext = {
-            "consumerGroup": TOOLS_CONSUMER_GROUP,
-            "topic": mq.topic,
-            "queueId": str(mq.queue_id),
-            "queueOffset": str(offset),
-            "maxMsgNums": "1",
-            "sysFlag": str(_PULL_FLAG_SUBSCRIPTION),
-            "commitOffset": "0",
-            "suspendTimeoutMillis": "0",
-            "subscription": "*",
-            "subVersion": "0",
-            "expressionType": "TAG",
-            "bname": broker_name,
-        }
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=1,
+            sys_flag=_PULL_FLAG_SUBSCRIPTION,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            sub_version=0,
+            subscription="*",
+            expression_type="TAG",
+            bname=broker_name,
+        )
         ok = (
             ResponseCode.SUCCESS,
             ResponseCode.PULL_NOT_FOUND,
             ResponseCode.PULL_RETRY_IMMEDIATELY,
             ResponseCode.PULL_OFFSET_MOVED,
         )
-        resp = await self._broker(addr, RequestCode.PULL_MESSAGE, ext, ok=ok)
+        resp = await self._broker(addr, RequestCode.PULL_MESSAGE, to_ext(header), ok=ok)
         return (resp.body or b"") if resp.code == ResponseCode.SUCCESS else b""
 
     async def broker_config(self, addr: str) -> dict[str, str]:
