@@ -26,6 +26,8 @@ from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, R
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.remoting.protocol.body.heartbeat import ConsumerData, HeartbeatData, encode_heartbeat
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.headers.base import to_ext
+from rocketpy.remoting.protocol.headers.broker import UnregisterClientRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry
 
@@ -154,11 +156,10 @@ class ClientInstance:
 
     async def unregister_all(self, producer_group: str | None, consumer_group: str | None) -> None:
         """UNREGISTER_CLIENT to every known broker (shutdown); failures are logged."""
-        ext = {"clientID": self.client_id}
-        if producer_group is not None:
-            ext["producerGroup"] = producer_group
-        if consumer_group is not None:
-            ext["consumerGroup"] = consumer_group
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
+        )
+        ext = to_ext(header)
         for addr in self.routes.all_broker_addrs():
             try:
                 await self.invoke_ok(addr, RequestCode.UNREGISTER_CLIENT, dict(ext))

@@ -49,6 +49,11 @@ from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.broker import decode_consumer_list
 from rocketpy.remoting.protocol.body.heartbeat import ConsumerData, SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.headers.base import to_ext
+from rocketpy.remoting.protocol.headers.broker import (
+    ConsumerSendMsgBackRequestHeader,
+    GroupRequestHeader,
+)
 from rocketpy.remoting.transport.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -306,7 +311,7 @@ class PushConsumer:
         response = await self._client.invoke_ok(
             broker_addr(self._client, mq),
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-            {"consumerGroup": self.group},
+            to_ext(GroupRequestHeader(consumer_group=self.group)),
         )
         return decode_consumer_list(response.body)
 
@@ -476,16 +481,17 @@ class PushConsumer:
         )
         if addr is None:
             return False
-        ext = {
-            "offset": str(msg.commit_log_offset),
-            "group": self.group,
-            "delayLevel": str(delay_level),
-            "originMsgId": msg.msg_id,
-            "originTopic": msg.properties.get(MessageConst.RETRY_TOPIC, msg.topic),
-            "unitMode": "false",
-            "maxReconsumeTimes": str(self.max_reconsume_times),
-            "bname": msg.broker_name,
-        }
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset,
+            group=self.group,
+            delay_level=delay_level,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.properties.get(MessageConst.RETRY_TOPIC, msg.topic),
+            unit_mode=False,
+            max_reconsume_times=self.max_reconsume_times,
+            bname=msg.broker_name,
+        )
+        ext = to_ext(header)
         try:
             await self._client.invoke_ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, ext)
         except (RemotingError, ClientError) as e:

@@ -34,6 +34,8 @@ from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, RequestTimeout
 from rocketpy.remoting.protocol.body.broker import MessageQueue
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.headers.base import to_ext
+from rocketpy.remoting.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 
 DEFAULT_TOPIC: Final = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -147,9 +149,10 @@ class TopicRouteCache:
     async def _fetch(self, topic: str) -> TopicRoute | None:
         """GET_ROUTEINFO_BY_TOPIC from the sticky NameServer; None when the topic is unknown."""
         last: Exception | None = None
+        ext = to_ext(GetRouteInfoRequestHeader(topic=topic))
         for _ in range(len(self._namesrvs)):
             addr = self._namesrvs[self._ns_index % len(self._namesrvs)]
-            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
             try:
                 response = await self._remoting.invoke(addr, request, self._timeout_s)
             except (ConnectionClosed, RequestTimeout) as e:
