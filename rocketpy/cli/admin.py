@@ -19,7 +19,8 @@ from typing import NoReturn
 from rocketpy.cli import admin_broker, admin_consumer, admin_message, admin_topic
 from rocketpy.cli.admin_base import COMMANDS, Command, command, printf
 from rocketpy.cli.admin_controller import CONTROLLER_COMMANDS, ControllerCommand
-from rocketpy.client.admin import AdminClient, BrokerInfo, ControllerAdminClient
+from rocketpy.client.admin import AdminClient, BrokerInfo
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.common.aio import run
 from rocketpy.common.errors import RocketPyError
 

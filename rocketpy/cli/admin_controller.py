@@ -14,7 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from rocketpy.client.admin import AdminClient, ControllerAdminClient
+from rocketpy.client.admin import AdminClient
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.remoting.protocol.bodies.controller import ReplicaIdentity
 
 ControllerRunner = Callable[[argparse.Namespace, ControllerAdminClient], Awaitable[int]]

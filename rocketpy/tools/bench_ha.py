@@ -27,7 +27,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from rocketpy.client.admin import ControllerAdminClient
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.client.message import Message, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.common.aio import wait_until

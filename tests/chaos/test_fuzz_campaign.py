@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketpy.client.admin import AdminClient, ControllerAdminClient, TopicSpec
+from rocketpy.client.admin import AdminClient, TopicSpec
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.common.codes import RequestCode, ResponseCode
 from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
 from tests.helpers.controller_mode import BROKER_KEYS, broker_addrs, controller_leader

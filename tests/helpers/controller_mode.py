@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from rocketpy.client.admin import AdminClient, ControllerAdminClient
+from rocketpy.client.admin import AdminClient
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.common.errors import RemotingError
 
 BROKER_NAME = "broker-a"

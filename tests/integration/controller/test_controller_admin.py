@@ -7,7 +7,7 @@ import pytest
 
 from rocketpy.cli.admin import build_parser
 from rocketpy.cli.admin_controller import CONTROLLER_COMMANDS
-from rocketpy.client.admin import ControllerAdminClient
+from rocketpy.client.controller_admin import ControllerAdminClient
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
