@@ -6,17 +6,19 @@ Owns: :class:`DispatchRequest` and the :class:`CommitLogDispatcher` protocol. Mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
-# Not frozen: one is built per scanned record and a frozen dataclass's ``__init__`` goes through
-# ``object.__setattr__`` per field (about twice the cost). Treat instances as read-only. Field
-# order is the positional order of :meth:`CommitLogDispatcher.dispatch`: keep them alike.
+# Built once per message on the send path (``CommitLog._place``), so it is the cheapest slotted
+# type to build with named fields: positional, not frozen (a frozen dataclass's ``__init__`` goes
+# through ``object.__setattr__`` per field, about five times the cost) and not keyword-only
+# (about three times). Treat instances as read-only.
 @dataclass(slots=True)
 class DispatchRequest:
-    """One valid CommitLog record as ``checkMessageAndReturnSize`` parses it back (recovery, a
-    slave's replicated bytes); the fields a dispatcher is given."""
+    """One CommitLog record as the reput dispatches it: described by the local append that wrote
+    it (a dispatch hint), or parsed back from the mapping by ``checkMessageAndReturnSize``
+    (recovery, a slave's replicated bytes, a hint queue that hit its bound)."""
 
     topic: str
     queue_id: int
@@ -25,29 +27,18 @@ class DispatchRequest:
     tags_code: int
     store_timestamp: int
     consume_queue_offset: int
-    properties: str = ""
-    sys_flag: int = 0
-    prepared_transaction_offset: int = 0
+    properties: str
+    sys_flag: int
+    prepared_transaction_offset: int
+    #: Parsed back from the mapping rather than described by a local append (what the reput's
+    #: ``scanned`` timestamp follows). Not part of the record: left out of equality.
+    scanned: bool = field(default=False, compare=False)
 
 
 class CommitLogDispatcher(Protocol):
     """Receives every record the reput service dispatches, in CommitLog order."""
 
-    def dispatch(  # noqa: PLR0917 -- positional: called per record
-        self,
-        topic: str,
-        queue_id: int,
-        commit_log_offset: int,
-        msg_size: int,
-        tags_code: int,
-        store_timestamp: int,
-        consume_queue_offset: int,
-        properties: str,
-        sys_flag: int,
-        prepared_transaction_offset: int,
-        /,
-    ) -> None:
-        """Index or enqueue one record (the fields of a :class:`DispatchRequest`, positional:
-        the reput describes a record it appended without building one, and a dispatcher reads
-        from ``properties`` only what it needs); must not block on the disk."""
+    def dispatch(self, request: DispatchRequest, /) -> None:
+        """Index or enqueue one record; must not block on the disk. ``request`` may be shared
+        with other dispatchers: read it, never change it."""
         ...

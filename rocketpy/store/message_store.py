@@ -33,7 +33,7 @@ from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_end
 from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
-from rocketpy.store.dispatch import CommitLogDispatcher
+from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.flush import ConsumeQueueFlushService
 from rocketpy.store.get_types import GetMessageStatus, GetResult
 from rocketpy.store.run_files import StoreLock, abort_from_this_boot, write_abort
@@ -359,46 +359,43 @@ class MessageStore:
         self.queues[(topic, queue_id)] = q
         return q
 
-    def _put_cq(  # noqa: PLR0917 -- positional: the reput calls it per record
-        self,
-        topic: str,
-        queue_id: int,
-        commit_log_offset: int,
-        size: int,
-        tags_code: int,
-        queue_offset: int,
-        store_timestamp: int,
-        sys_flag: int,
-    ) -> Awaitable[None] | None:
+    def _put_cq(self, req: DispatchRequest) -> Awaitable[None] | None:
         """Build the consume-queue unit of one record: synchronously in the common case (no
         coroutine per record on the dispatch path), else an awaitable the reput awaits."""
-        if is_prepared_or_rollback(sys_flag):
+        if is_prepared_or_rollback(req.sys_flag):
             return None
+        topic, queue_id = req.topic, req.queue_id
         q = self.queues.get((topic, queue_id))
         if q is None:
             q = self._new_queue(topic, queue_id)
-        if not q.put_nowait(commit_log_offset, size, tags_code, queue_offset):
-            if commit_log_offset + size <= q.max_physic_offset:
+        offset, size, tags_code = req.commit_log_offset, req.msg_size, req.tags_code
+        if not q.put_nowait(offset, size, tags_code, req.consume_queue_offset):
+            if offset + size <= q.max_physic_offset:
                 return None  # already there (a recovery re-dispatch): no coroutine to skip it
-            unit = CqUnit(commit_log_offset=commit_log_offset, size=size, tags_code=tags_code)
-            return self._put_cq_slow(q, unit, queue_offset, store_timestamp)
+            unit = CqUnit(commit_log_offset=offset, size=size, tags_code=tags_code)
+            return self._put_cq_slow(q, unit, req.consume_queue_offset, req.store_timestamp)
         checkpoint = self.checkpoint
         if checkpoint is not None:
-            checkpoint.logics_msg_timestamp = store_timestamp
+            checkpoint.logics_msg_timestamp = req.store_timestamp
         return None
 
-    def _put_cq_run(
-        self, topic: str, queue_id: int, units: list[int], queue_offset: int, store_timestamp: int
-    ) -> bool:
-        """The consume-queue units of a run of records of one queue (a batch), written at once
-        when the queue's segment has room for all of them; False (nothing written) sends the
-        reput back to :meth:`_put_cq` per record. Never for prepared/rolled-back records."""
-        q = self.queues.get((topic, queue_id))
-        if q is None or not q.put_run_nowait(units, queue_offset):
+    def _put_cq_run(self, run: list[DispatchRequest]) -> bool:
+        """The consume-queue units of a run of records of one queue at consecutive queue
+        offsets (a batch), written at once when the queue's segment has room for all of them;
+        False (nothing written) sends the reput back to :meth:`_put_cq` per record. Never for
+        prepared/rolled-back records."""
+        first = run[0]
+        q = self.queues.get((first.topic, first.queue_id))
+        if q is None:
+            return False
+        units: list[int] = []
+        for req in run:
+            units += (req.commit_log_offset, req.msg_size, req.tags_code)
+        if not q.put_run_nowait(units, first.consume_queue_offset):
             return False
         checkpoint = self.checkpoint
         if checkpoint is not None:
-            checkpoint.logics_msg_timestamp = store_timestamp
+            checkpoint.logics_msg_timestamp = run[-1].store_timestamp
         return True
 
     async def _put_cq_slow(

@@ -24,7 +24,7 @@ import structlog
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
-from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
     BORNHOST_V6_FLAG,
     MAGIC_V1,
@@ -44,8 +44,9 @@ from rocketpy.store.commit_log.put_types import (
     batch_fields_fit,
     fields_fit,
 )
-from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE, DispatchHint
+from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -118,9 +119,9 @@ class CommitLog:
         # Upper bound of dispatching set by the HA layer (controller mode's confirm offset);
         # None without one. Set through set_dispatch_limit at wiring time.
         self.dispatch_limit: Callable[[], int] | None = None
-        # What each local append wrote, for the reput (see ReputService); bounded so a reput
-        # held back by the confirm offset does not grow it without limit.
-        self.dispatch_hints: deque[DispatchHint] = deque()
+        # What each local append wrote (dispatch hints), for the reput (see ReputService);
+        # bounded so a reput held back by the confirm offset does not grow it without limit.
+        self.dispatch_hints: deque[DispatchRequest] = deque()
         # Topic name -> UTF-8 bytes (a broker has few topics; appends encode each once).
         self._topic_bytes: dict[str, bytes] = {}
         # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
@@ -479,8 +480,8 @@ class CommitLog:
         prepared_offset: int,
     ) -> None:
         """Write one record at ``pos`` (room checked) with ``st`` (its :func:`record_struct`)
-        and queue its dispatch hint: one ``pack_into`` and a tuple, for single and batch
-        appends alike."""  # fmt: skip
+        and queue its dispatch hint, the :class:`DispatchRequest` the reput would otherwise
+        parse back: one ``pack_into`` and one request, for single and batch appends alike."""
         wrote = mf.file_from_offset + pos
         size = st.size
         topic_len = len(topic)
@@ -495,9 +496,9 @@ class CommitLog:
         mf.wrote_position = pos + size
         hints = self.dispatch_hints
         if len(hints) < MAX_DISPATCH_HINTS:
-            hints.append((
-                wrote, size, topic_text, queue_id, queue_offset, now, text, sys_flag,
-                prepared_offset,
+            hints.append(DispatchRequest(
+                topic_text, queue_id, wrote, size, tags_code_of(text), now, queue_offset, text,
+                sys_flag, prepared_offset,
             ))  # fmt: skip
 
     def _roll_failed(self, error: OSError) -> PutResult:

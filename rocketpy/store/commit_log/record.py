@@ -1,5 +1,5 @@
 """What the CommitLog adds to the message record codec: the end-of-file blank marker, the
-recovery and reput checks (``CommitLog.checkMessageAndReturnSize``) and the dispatch hint.
+recovery and reput checks (``CommitLog.checkMessageAndReturnSize``).
 
 Owns: message-format.md section 1.1 and the record checks. Pure: no I/O. The record layout, its
 encoder and its one reader are :mod:`rocketpy.common.message.record` and
@@ -23,11 +23,6 @@ from rocketpy.common.message.record import MessageRecord
 BLANK_MAGIC: Final = -875286124  # 0xCBD43194
 BLANK_SIZE: Final = 8
 BLANK: Final = struct.Struct(">ii")
-
-#: What a local append tells the reput about the record it wrote, so the reput need not parse it
-#: back: (commit-log offset, size, topic, queue id, queue offset, store timestamp, properties,
-#: sys flag, prepared transaction offset). A tuple: one is built per message.
-DispatchHint = tuple[int, int, str, int, int, int, str, int, int]
 
 
 def encode_blank(remaining: int) -> bytes:

@@ -1,8 +1,10 @@
 """The reput task: dispatch CommitLog records to consume queues and dispatchers (store.md 5).
 
-Owns: ``reputFromOffset``, scanning records up to the dispatch bound, building the
-:class:`DispatchRequest`, calling every registered dispatcher and the arrival hook. Runs on the
-loop; reads are copies of already written, mapped bytes.
+Owns: ``reputFromOffset``; taking each record's :class:`DispatchRequest` up to the dispatch bound
+(the local append's hint, or scanned back from the mapping); grouping a queue's consecutive
+records into runs; writing their consume-queue units; calling every registered dispatcher and
+the arrival hook. Mirrors ``DefaultMessageStore.ReputMessageService.doReput``. Runs on the loop;
+reads are copies of already written, mapped bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.message.decoder import read_record
 from rocketpy.common.message.properties import tags_code_of
 from rocketpy.common.message.record import INT32, is_prepared_or_rollback
-from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE, DispatchHint
+from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue
@@ -29,14 +31,12 @@ log = structlog.get_logger(__name__)
 #: tags code) -- long polling's ``arriving``. Prepared and rolled-back transaction records are
 #: not consumable and not told.
 ArrivalHook = Callable[[str, int, int, int], None]
-#: Builds a record's consume-queue unit from (topic, queue id, commit-log offset, size, tags
-#: code, queue offset, store timestamp, sys flag): None when done synchronously, else what to
-#: await. Positional: called per record.
-PutCq = Callable[[str, int, int, int, int, int, int, int], Awaitable[None] | None]
-#: Writes the consume-queue units of a run of records of one queue at once: (topic, queue id,
-#: flattened [commit-log offset, size, tags code] per record, first queue offset, last store
-#: timestamp); False when it wrote nothing (then each goes through :data:`PutCq`).
-PutCqRun = Callable[[str, int, list[int], int, int], bool]
+#: Builds a record's consume-queue unit: None when done synchronously, else what to await.
+PutCq = Callable[[DispatchRequest], Awaitable[None] | None]
+#: Writes the consume-queue units of a run of consumable records of one queue at consecutive
+#: queue offsets (a batch) at once; False when it wrote nothing (then each goes through
+#: :data:`PutCq`).
+PutCqRun = Callable[[list[DispatchRequest]], bool]
 
 
 def read_request(
@@ -104,6 +104,7 @@ def scan_record(
             properties=properties,
             sys_flag=sys_flag,
             prepared_transaction_offset=prepared,
+            scanned=True,
         ),
         total,
     )
@@ -112,11 +113,15 @@ def scan_record(
 class ReputService:
     """Dispatches from ``reput_from`` up to ``bound()``; woken after appends and flushes.
 
-    ``hints`` holds the requests the local appends described as they wrote (CommitLog order).
-    A hint whose offset is ``reput_from`` is dispatched as is instead of parsing the record back
-    from the mapping (about half of the per-message cost); anything else -- replicated bytes,
-    recovery, a hint queue that hit its bound -- is scanned. Whoever truncates the commit log
-    clears the hints: offsets past the cut are reused by new records.
+    One loop (:meth:`dispatch_available`): take the request of the record at ``reput_from``,
+    gather the records after it that continue it in the same queue (a batch) into a run, write
+    the run's consume-queue units, give each record to the dispatchers, tell arrival, move
+    ``reput_from`` past the run. A record's request is its hint when one starts there --
+    ``hints`` holds the requests the local appends built as they wrote (CommitLog order), so
+    the reput need not parse the record back (about half of the per-message cost) -- else it is
+    scanned from the mapping (replicated bytes, recovery, a hint queue that hit its bound).
+    Whoever truncates the commit log clears the hints: offsets past the cut are reused by new
+    records.
     """
 
     def __init__(
@@ -126,7 +131,7 @@ class ReputService:
         *,
         check_crc: bool = False,
         on_arrival: ArrivalHook | None = None,
-        hints: deque[DispatchHint] | None = None,
+        hints: deque[DispatchRequest] | None = None,
         put_run: PutCqRun | None = None,
     ) -> None:
         self.mfq = mfq
@@ -134,7 +139,7 @@ class ReputService:
         self.bound = bound
         self.check_crc = check_crc
         self.on_arrival = on_arrival
-        self.hints: deque[DispatchHint] = deque() if hints is None else hints
+        self.hints: deque[DispatchRequest] = deque() if hints is None else hints
         self.reput_from = 0
         # Store timestamp and end offset of the last record dispatched by scanning (replicated
         # bytes on an HA slave, recovery): what a slave's checkpoint learns its
@@ -161,155 +166,141 @@ class ReputService:
         self, put_cq: PutCq, *, notify: bool = True, upto: int | None = None
     ) -> None:
         """Dispatch every whole record below the bound (and below ``upto`` when given: the
-        start-up re-dispatch goes a slice at a time). ``put_cq`` awaits the CQ append."""
+        start-up re-dispatch goes a slice at a time), a run at a time. ``put_cq`` builds a
+        record's consume-queue unit (awaited when it returns an awaitable); ``notify=False``
+        tells arrival nothing."""
         bound = self.bound() if upto is None else min(self.bound(), upto)
-        hints = self.hints
-        while self.reput_from < bound:
-            if (
-                hints
-                and hints[0][0] <= self.reput_from
-                and not await self._dispatch_hints(put_cq, bound, notify)
-            ):
-                return
-            offset = self.reput_from
-            req, size = read_request(self.mfq, offset, check_crc=self.check_crc)
-            if size == 0:
-                mf = self.mfq.find(offset)
-                if mf is None:
-                    return
-                self.reput_from = mf.file_from_offset + mf.size
-                continue
-            if req is None:
-                # An HA slave receives records cut at frame boundaries: a partial tail is
-                # not an error, the rest arrives with the next frame.
-                if not self._partial_tail(bound):
-                    log.error("reput found an invalid record", offset=offset)
-                return
-            if offset + size > bound:
-                # Only whole records below the bound: in controller mode the bound is the
-                # confirm offset, which a slave's ack can leave inside a record.
-                return
-            pending = put_cq(
-                req.topic, req.queue_id, offset, size, req.tags_code,
-                req.consume_queue_offset, req.store_timestamp, req.sys_flag,
-            )  # fmt: skip
-            if pending is not None:
-                await pending
-            for d in self.dispatchers:
-                d.dispatch(
-                    req.topic, req.queue_id, offset, size, req.tags_code, req.store_timestamp,
-                    req.consume_queue_offset, req.properties, req.sys_flag,
-                    req.prepared_transaction_offset,
-                )  # fmt: skip
-            self.reput_from += size
-            self.scanned = (req.store_timestamp, self.reput_from)
-            if notify and self.on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
-                self.on_arrival(
-                    req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code
-                )
-
-    async def _dispatch_hints(self, put_cq: PutCq, bound: int, notify: bool) -> bool:
-        """The common case, once per locally appended record: the run of hints that starts at
-        ``reput_from``, each where the previous one ended, dispatched without parsing and with
-        everything bound to locals. Stale hints (below ``reput_from``) are dropped. Returns
-        True when the run ended below ``bound`` at a record without a hint (to be scanned),
-        False when there is nothing more to do for now (the bound reached, or the next hint
-        crosses it). Consecutive records of one queue (a batch) go to :meth:`_dispatch_run`."""
-        hints = self.hints
-        dispatchers = self.dispatchers
         on_arrival = self.on_arrival if notify else None
-        put_run = self.put_run
-        offset = self.reput_from
-        while hints and offset < bound:
-            hint = hints[0]
-            hint_offset, size, topic, queue_id, queue_offset, timestamp, text, sys_flag, _ = hint
-            if hint_offset < offset:
-                hints.popleft()
-                continue
-            if hint_offset != offset:
-                return True
-            end = offset + size
-            if end > bound:
-                return False  # only whole records below the bound, as for scanned ones
-            hints.popleft()
-            if put_run is not None and hints:
-                nxt = hints[0]
-                if (
-                    nxt[0] == end
-                    and nxt[4] == queue_offset + 1
-                    and nxt[3] == queue_id
-                    and nxt[2] == topic
-                    and not is_prepared_or_rollback(sys_flag)
-                ):
-                    offset = await self._dispatch_run(put_cq, put_run, bound, on_arrival, hint)
-                    continue
-            tags = tags_code_of(text)
-            pending = put_cq(topic, queue_id, offset, size, tags, queue_offset, timestamp, sys_flag)
-            if pending is not None:
-                await pending
-            for d in dispatchers:
-                d.dispatch(
-                    topic, queue_id, offset, size, tags, timestamp, queue_offset, text,
-                    sys_flag, hint[8],
-                )  # fmt: skip
-            self.reput_from = offset = end
-            if on_arrival is not None and not is_prepared_or_rollback(sys_flag):
-                on_arrival(topic, queue_id, queue_offset + 1, tags)
-        return offset < bound
-
-    async def _dispatch_run(
-        self,
-        put_cq: PutCq,
-        put_run: PutCqRun,
-        bound: int,
-        on_arrival: ArrivalHook | None,
-        first: DispatchHint,
-    ) -> int:
-        """``first`` (already taken) and the hints after it that continue it: each record where
-        the previous ended, in the same queue at the next queue offset, consumable, below
-        ``bound`` -- a batch's records. Their consume-queue units are written with one pack
-        (per record through ``put_cq`` when the queue cannot take them at once), each record
-        goes to the dispatchers, and arrival is told once per tags code with the run's new max
-        offset. Returns where the run ended (the new ``reput_from``)."""
-        hints = self.hints
-        topic, queue_id = first[2], first[3]
-        run = [first]
-        end = first[0] + first[1]
-        next_queue_offset = first[4] + 1
-        while hints and len(run) < MAX_UNITS_PER_PACK:
-            h = hints[0]
-            if (
-                h[0] != end
-                or h[4] != next_queue_offset
-                or h[3] != queue_id
-                or h[2] != topic
-                or is_prepared_or_rollback(h[7])
-                or end + h[1] > bound
-            ):
-                break
-            hints.popleft()
-            run.append(h)
-            end += h[1]
-            next_queue_offset += 1
-        units: list[int] = []
-        codes: list[int] = []
-        for h in run:
-            tags = tags_code_of(h[6])
-            codes.append(tags)
-            units += (h[0], h[1], tags)
-        if not put_run(topic, queue_id, units, first[4], run[-1][5]):
-            for h, tags in zip(run, codes, strict=True):
-                pending = put_cq(topic, queue_id, h[0], h[1], tags, h[4], h[5], h[7])
+        dispatchers = self.dispatchers
+        req = self._take(self.reput_from, bound)
+        while req is not None:
+            run, after = self._gather(req, bound)
+            if run is not None:
+                awaited = await self._dispatch_run(run, put_cq, on_arrival)
+            else:
+                # A record alone (a single message; queues interleave): what _dispatch_run does,
+                # without a list or a coroutine per message.
+                pending = put_cq(req)
+                awaited = pending is not None
                 if pending is not None:
                     await pending
+                for d in dispatchers:
+                    d.dispatch(req)
+                self.reput_from = end = req.commit_log_offset + req.msg_size
+                if req.scanned:
+                    self.scanned = (req.store_timestamp, end)
+                if on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
+                    on_arrival(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code)
+            if after is None or awaited:
+                # What was taken before an await may lie past a truncation made meanwhile.
+                after = self._take(self.reput_from, bound)
+            req = after
+
+    def _take(self, offset: int, bound: int) -> DispatchRequest | None:
+        """The request of the whole record at ``offset`` ending at or below ``bound``: its hint,
+        else scanned (:meth:`_take_scanned`). None when there is none (yet)."""
+        hints = self.hints
+        if hints:
+            hint = hints[0]
+            if hint.commit_log_offset == offset:
+                # Only whole records below the bound, as for scanned ones.
+                if offset + hint.msg_size > bound:
+                    return None
+                hints.popleft()
+                return hint
+        return self._take_scanned(offset, bound)
+
+    def _take_scanned(self, offset: int, bound: int) -> DispatchRequest | None:
+        """:meth:`_take` without a hint at ``offset``: drop stale hints (below ``offset``), then
+        the hint if one starts there, else the record parsed back from the mapping. None for
+        the bound, an invalid record or an end-of-file blank. At ``reput_from`` (nothing taken
+        ahead of it) a blank moves ``reput_from`` to the next segment, and an invalid record
+        that is not a partial tail is logged."""
+        hints = self.hints
+        while offset < bound:
+            while hints and hints[0].commit_log_offset < offset:
+                hints.popleft()
+            if hints and hints[0].commit_log_offset == offset:
+                return self._take(offset, bound)
+            req, size = read_request(self.mfq, offset, check_crc=self.check_crc)
+            if req is not None:
+                # In controller mode the bound is the confirm offset, which a slave's ack can
+                # leave inside a record.
+                return req if offset + size <= bound else None
+            if offset != self.reput_from:
+                return None  # ends a run; looked at again once the run is dispatched
+            if size != 0:
+                # An HA slave receives records cut at frame boundaries: a partial tail is not
+                # an error, the rest arrives with the next frame.
+                if not self._partial_tail(bound):
+                    log.error("reput found an invalid record", offset=offset)
+                return None
+            mf = self.mfq.find(offset)  # the end-of-file blank: the next segment
+            if mf is None:
+                return None
+            self.reput_from = offset = mf.file_from_offset + mf.size
+        return None
+
+    def _gather(
+        self, first: DispatchRequest, bound: int
+    ) -> tuple[list[DispatchRequest] | None, DispatchRequest | None]:
+        """The run ``first`` starts: ``first`` and the records after it that continue it, each
+        where the previous one ended, in the same queue at the next queue offset, consumable,
+        at most ``MAX_UNITS_PER_PACK`` (a batch's records, whose units :data:`PutCqRun` writes
+        with one pack); None when ``first`` stands alone. Also the request taken after the
+        run, if any."""
+        if self.put_run is None:
+            return None, None
+        topic, queue_id = first.topic, first.queue_id
+        end = first.commit_log_offset + first.msg_size
+        queue_offset = first.consume_queue_offset + 1
+        run: list[DispatchRequest] | None = None
+        while (req := self._take(end, bound)) is not None:
+            if (
+                req.consume_queue_offset != queue_offset
+                or req.queue_id != queue_id
+                or req.topic != topic
+                or is_prepared_or_rollback(req.sys_flag)
+            ):
+                return run, req
+            if run is None:
+                if is_prepared_or_rollback(first.sys_flag):
+                    return None, req
+                run = [first]
+            elif len(run) == MAX_UNITS_PER_PACK:
+                return run, req
+            run.append(req)
+            end += req.msg_size
+            queue_offset += 1
+        return run, None
+
+    async def _dispatch_run(
+        self, run: list[DispatchRequest], put_cq: PutCq, on_arrival: ArrivalHook | None
+    ) -> bool:
+        """Dispatch a run of :meth:`_gather`: its consume-queue units with one pack (per record
+        through ``put_cq`` when the queue cannot take them at once), each record to the
+        dispatchers, arrival told once per tags code with the run's new max offset. Returns
+        whether it awaited."""
+        awaited = False
+        if self.put_run is None or not self.put_run(run):
+            for req in run:
+                pending = put_cq(req)
+                if pending is not None:
+                    awaited = True
+                    await pending
         for d in self.dispatchers:
-            for h, tags in zip(run, codes, strict=True):
-                d.dispatch(topic, queue_id, h[0], h[1], tags, h[5], h[4], h[6], h[7], h[8])
-        self.reput_from = end
+            for req in run:
+                d.dispatch(req)
+        last = run[-1]
+        self.reput_from = last.commit_log_offset + last.msg_size
+        for req in reversed(run):
+            if req.scanned:
+                self.scanned = (req.store_timestamp, req.commit_log_offset + req.msg_size)
+                break
         if on_arrival is not None:
-            for tags in dict.fromkeys(codes):
-                on_arrival(topic, queue_id, next_queue_offset, tags)
-        return end
+            for tags in dict.fromkeys([req.tags_code for req in run]):
+                on_arrival(last.topic, last.queue_id, last.consume_queue_offset + 1, tags)
+        return awaited
 
     def _partial_tail(self, bound: int) -> bool:
         mf = self.mfq.find(self.reput_from)

@@ -35,6 +35,7 @@ from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.common.message.properties import keys_of
 from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
 
@@ -232,34 +233,22 @@ class IndexService:
 
     # -- dispatch (on the loop) -----------------------------------------------------------------
 
-    def dispatch(  # noqa: PLR0917 -- positional: the reput calls it per record
-        self,
-        topic: str,
-        queue_id: int,
-        commit_log_offset: int,
-        msg_size: int,
-        tags_code: int,
-        store_timestamp: int,
-        consume_queue_offset: int,
-        properties: str,
-        sys_flag: int,
-        prepared_transaction_offset: int,
-        /,
-    ) -> None:
-        """Index ``UNIQ_KEY`` and every space-separated ``KEYS`` entry of ``properties`` as
-        ``topic#key`` (``buildIndex``). Records below the last indexed offset (re-dispatch) and
-        rolled-back transaction records are skipped. Never blocks."""
-        phy_offset = commit_log_offset
+    def dispatch(self, request: DispatchRequest, /) -> None:
+        """Index ``UNIQ_KEY`` and every space-separated ``KEYS`` entry of the request's
+        properties as ``topic#key`` (``buildIndex``). Records below the last indexed offset
+        (re-dispatch) and rolled-back transaction records are skipped. Never blocks."""
+        phy_offset = request.commit_log_offset
         files = self._files
         if self._pending or not files:
             if phy_offset < self._last_indexed_offset():
                 return
         elif phy_offset < files[-1].header.end_phy_offset:
             return
-        if sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK:
+        if request.sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK:
             return
-        keys, uniq = keys_of(properties)
-        timestamp = store_timestamp
+        keys, uniq = keys_of(request.properties)
+        topic = request.topic
+        timestamp = request.store_timestamp
         # The current file while nothing waits (else every key goes through _put, in order);
         # r.build_key inlined: this runs for every key of every record.
         current = files[-1] if files and not self._pending else None

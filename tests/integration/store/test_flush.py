@@ -14,6 +14,7 @@ from rocketpy.common.clock import ManualClock
 from rocketpy.store.checkpoint import decode_checkpoint
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
@@ -86,11 +87,9 @@ class _DurableOnly:
         self._store = store
         self.seen: list[tuple[int, int]] = []
 
-    def dispatch(self, *fields: object) -> None:
-        offset, size = fields[2], fields[3]
-        assert isinstance(offset, int)
-        assert isinstance(size, int)
-        self.seen.append((offset + size, self._store.commit_log.flushed_offset))
+    def dispatch(self, request: DispatchRequest) -> None:
+        end = request.commit_log_offset + request.msg_size
+        self.seen.append((end, self._store.commit_log.flushed_offset))
 
 
 async def test_commit_log_sync_flush_dispatches_durable_records_without_later_puts(

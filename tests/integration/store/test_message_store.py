@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -163,9 +163,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.seen: list[DispatchRequest] = []
 
-    def dispatch(self, *fields: Any) -> None:
-        """The dispatcher protocol's positional fields are a DispatchRequest's, in order."""
-        self.seen.append(DispatchRequest(*fields))
+    def dispatch(self, request: DispatchRequest) -> None:
+        self.seen.append(request)
 
 
 def _record_dispatches(store: MessageStore) -> list[DispatchRequest]:
@@ -373,8 +372,10 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
             assert r.status is PutMessageStatus.PUT_OK
             offsets.append(r.wrote_offset)
         hints = store.commit_log.dispatch_hints
-        kept = [h for h in hints if h[0] not in offsets[4:9]]
-        stale = (seen[0].commit_log_offset, seen[0].msg_size, *kept[0][2:])
+        kept = [h for h in hints if h.commit_log_offset not in offsets[4:9]]
+        stale = dataclasses.replace(
+            kept[0], commit_log_offset=seen[0].commit_log_offset, msg_size=seen[0].msg_size
+        )
         hints.clear()
         hints.extend([stale, *kept])  # already dispatched
         reput.bound = lambda: offsets[24] + 10

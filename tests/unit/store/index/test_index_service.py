@@ -15,6 +15,7 @@ from rocketpy.common.clock import ManualClock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.index.record import is_index_file_name
@@ -40,7 +41,9 @@ def _dispatch(
 ) -> None:
     """Dispatch a record of topic ``T`` whose properties carry ``keys`` and ``uniq``."""
     props = {"KEYS": keys or None, "UNIQ_KEY": uniq}
-    service.dispatch("T", 0, offset, 100, 0, ts, 0, encode_properties(props), sys_flag, 0)
+    service.dispatch(
+        DispatchRequest("T", 0, offset, 100, 0, ts, 0, encode_properties(props), sys_flag, 0)
+    )
 
 
 def _service(
