@@ -303,6 +303,7 @@ class BrokerService:
             offsets=self.offsets,
             delay_offsets=self.schedule,
             self_addr=lambda: self.address,
+            is_slave=lambda: self.runtime.is_slave,
             clock=clock,
         )
 
@@ -433,9 +434,7 @@ class BrokerService:
             self._tasks.spawn(self.registration.run(), name=f"{name}/register"),
             self._tasks.spawn(self._meta_loop(), name=f"{name}/persist-meta"),
             self._tasks.spawn(
-                self.slave_sync.run(
-                    self._stop, lambda: self.runtime.is_slave, cfg.slave_synchronize_interval_ms
-                ),
+                self.slave_sync.run(self._stop, cfg.slave_synchronize_interval_ms),
                 name=f"{name}/slave-sync",
             ),
         ):

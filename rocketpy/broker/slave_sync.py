@@ -54,6 +54,10 @@ log = structlog.get_logger(__name__)
 CHECK_INTERVAL_MS = 3000
 
 
+class SyncAbandoned(Exception):
+    """The broker stopped being a slave of the master a sync was fetching from."""
+
+
 class DelayOffsetSink(Protocol):
     """Where synced delay progress goes (the ScheduleMessageService)."""
 
@@ -84,19 +88,22 @@ class SlaveSynchronize:
         offsets: ConsumerOffsetManager,
         delay_offsets: DelayOffsetSink,
         self_addr: Callable[[], str],
+        is_slave: Callable[[], bool],
         timeout_ms: int = 3000,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """Args: ``client`` the broker's outbound remoting client; the four managers receive
         what the master has; ``self_addr`` this broker's address (never sync from ourselves);
-        ``timeout_ms`` the deadline of each request; ``clock`` monotonic time for the
-        schedule."""
+        ``is_slave`` whether the broker is a slave now (checked again before anything fetched
+        is applied); ``timeout_ms`` the deadline of each request; ``clock`` monotonic time for
+        the schedule."""
         self._client = client
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
         self._delay = delay_offsets
         self._self_addr = self_addr
+        self._is_slave = is_slave
         self._timeout_s = timeout_ms / 1000
         self._clock = clock
         self._master_addr: str | None = None
@@ -128,10 +135,9 @@ class SlaveSynchronize:
 
     # -- the schedule ----------------------------------------------------------------------
 
-    async def run(
-        self, stop: asyncio.Event, is_slave: Callable[[], bool], interval_ms: int
-    ) -> None:
-        """Sync every ``interval_ms`` while ``is_slave()``, and at once on a new master address.
+    async def run(self, stop: asyncio.Event, interval_ms: int) -> None:
+        """Sync every ``interval_ms`` while the broker is a slave, and at once on a new master
+        address.
 
         Runs until ``stop`` is set or the task is cancelled. Failures are logged and retried
         at the next check.
@@ -142,7 +148,7 @@ class SlaveSynchronize:
             self._addr_changed.clear()
             last = self._last_sync_ms
             due = last is None or self._clock.monotonic_ms() - last >= interval_ms
-            if is_slave() and (due or wanted):
+            if self._is_slave() and (due or wanted):
                 await self.sync_all()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(check_s):
@@ -167,6 +173,9 @@ class SlaveSynchronize:
         ):
             try:
                 await part(addr)
+            except SyncAbandoned:
+                log.info("slave synchronize abandoned: role or master changed", master=addr)
+                return False
             except (RemotingError, CodecError, OSError) as e:
                 ok = False
                 log.warning("slave synchronize failed", part=part.__name__, master=addr,
@@ -181,10 +190,17 @@ class SlaveSynchronize:
     # -- the four parts --------------------------------------------------------------------
 
     async def _fetch(self, addr: str, code: int) -> bytes:
+        """The master's table; raises :class:`SyncAbandoned` when, by the time it arrived, this
+        broker is no longer a slave of ``addr``. A sync in flight across a role change must not
+        apply the old master's tables (and DataVersion) to the new master: with the old
+        master's stateVersion, the new master's next registration lost brokerId 0 at the
+        NameServer to the returning old master."""
         request = RemotingCommand.request(code, {})
         response = await self._client.invoke(addr, request, self._timeout_s)
         if response.code != ResponseCode.SUCCESS:
             raise RemoteError.for_code(response.code, response.remark or "")
+        if not self._is_slave() or self._master_addr != addr:
+            raise SyncAbandoned(f"no longer a slave of {addr}")
         return response.body or b"{}"
 
     async def _sync_topic_config(self, addr: str) -> None:

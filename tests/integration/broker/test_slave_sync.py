@@ -128,3 +128,39 @@ def _text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+
+
+async def test_sync_in_flight_across_a_role_change_applies_nothing(
+    broker_factory: BrokerFactory, namesrv: NamesrvService, client: JavaLikeClient, tmp_path: Path
+) -> None:
+    """1. Master with SyncT and a slave synced once (then a 10-minute interval). 2. The master
+    creates topic Later (a new DataVersion). 3. A sync starts; while its requests are in flight
+    the slave becomes master (controller mode's role change).
+    Expected: the sync reports failure and applies nothing: no Later, the slave's own
+    DataVersion kept. (A sync that finished after a role change once gave a new master the old
+    master's DataVersion, and with it the old stateVersion: the NameServer then handed
+    brokerId 0 back to the returning old master.)"""
+    master = await _master_with_metadata(broker_factory, namesrv, client, tmp_path)
+    slave = await broker_factory(
+        store_root=tmp_path / "slave", **{**SLAVE, "slaveSynchronizeIntervalMs": 600_000}
+    )
+    await wait_until(lambda: slave.topics.select("SyncT") is not None, 10)
+    admin = AdminClient(namesrv.address)
+    try:
+        await admin.create_topic(master.address, TopicSpec(topic="Later"))
+    finally:
+        await admin.close()
+    before = slave.topics.data_version
+    syncing = asyncio.create_task(slave.slave_sync.sync_all())
+    await asyncio.sleep(0)
+    slave.runtime.is_slave = False
+    try:
+        async with asyncio.timeout(5):
+            assert await syncing is False
+        assert slave.topics.select("Later") is None
+        assert slave.topics.data_version == before
+    finally:
+        slave.runtime.is_slave = True
+    async with asyncio.timeout(5):
+        assert await slave.slave_sync.sync_all() is True
+    assert slave.topics.select("Later") is not None
