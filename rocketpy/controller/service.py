@@ -80,7 +80,8 @@ class ControllerService:
         bind_host: str | None = None,
     ) -> None:
         self._config = config
-        self._config_writer: LatestWinsWriter | None = None
+        # configStorePath is black-listed from updates: one writer serves the daemon's life.
+        self._config_writer = LatestWinsWriter(Path(config.config_store_path), None)
         self._clock = clock
         self._boot_ms = clock.wall_ms()
         self.metrics = ControllerMetrics()
@@ -334,7 +335,4 @@ class ControllerService:
         # Concurrent updates render in order on the loop but write on executor threads: a
         # plain write per update could land an older rendering last (the stored file then
         # disagreed with GET_CONTROLLER_CONFIG after 200 concurrent updates).
-        path = Path(self._config.config_store_path)
-        if self._config_writer is None or self._config_writer.path != path:
-            self._config_writer = LatestWinsWriter(path, None)
         await self._config_writer.write(text.encode("utf-8"))
