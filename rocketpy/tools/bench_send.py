@@ -16,31 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
-from rocketpy.common.codes import RequestCode
-from rocketpy.common.message.batch_body import encode_batch_body
-from rocketpy.common.message.const import MessageConst
-from rocketpy.common.message.properties import encode_properties
-from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.protocol.frame import encode_frame
-from rocketpy.remoting.protocol.headers.base import ext_encoder
-from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
+from rocketpy.tools.benchmark import send_frames
 from rocketpy.tools.children import spawn_namesrv_and_broker, stop
-from rocketpy.tools.loadgen import Latencies, cpu_seconds, rss_mb
+from rocketpy.tools.loadgen import Latencies, cpu_seconds, pipelined, rss_mb
 
-_LEN = struct.Struct(">i")
-_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
-_CODE = re.compile(rb'"code":(-?\d+)')
 _REF_LINE = re.compile(r"median=([\d.]+)k msg/s .*server_cpu=([\d.]+)us/msg")
 
 
@@ -55,101 +43,6 @@ class Figure:
     failures: int = 0
 
 
-class _Pipeline(asyncio.Protocol):
-    """Keeps ``inflight`` requests outstanding until ``count`` replies arrived; times each
-    reply by its opaque (frames carry distinct ones) and counts non-zero response codes."""
-
-    def __init__(self, frames: list[bytes], count: int, inflight: int) -> None:
-        self.frames = frames
-        self.keys = [_OPAQUE.search(f, 8).group(1) for f in frames]  # type: ignore[union-attr]
-        self.count = count
-        self.inflight = inflight
-        self.sent = 0
-        self.received = 0
-        self.failures = 0
-        self.sent_at: dict[bytes, float] = {}
-        self.latencies = Latencies()
-        self.buf = bytearray()
-        self.done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.transport: asyncio.Transport | None = None
-        self.started = 0.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def start(self) -> None:
-        self.started = time.perf_counter()
-        self._send(min(self.inflight, self.count))
-
-    def _send(self, n: int) -> None:
-        assert self.transport is not None  # noqa: S101 - connected before start()
-        now = time.perf_counter()
-        out = []
-        for _ in range(n):
-            slot = self.sent % len(self.frames)
-            self.sent += 1
-            self.sent_at[self.keys[slot]] = now
-            out.append(self.frames[slot])
-        self.transport.write(b"".join(out))
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        now = time.perf_counter()
-        pos, got = 0, 0
-        while len(buf) - pos >= 4:
-            (total,) = _LEN.unpack_from(buf, pos)
-            if len(buf) - pos - 4 < total:
-                break
-            header_len = _LEN.unpack_from(buf, pos + 4)[0] & 0xFFFFFF
-            header = bytes(buf[pos + 8 : pos + 8 + header_len])
-            pos += 4 + total
-            got += 1
-            opaque = _OPAQUE.search(header)
-            sent = self.sent_at.pop(opaque.group(1), None) if opaque else None
-            if sent is not None:
-                self.latencies.add((now - sent) * 1e6)
-            code = _CODE.search(header)
-            if code is None or code.group(1) != b"0":
-                self.failures += 1
-        del buf[:pos]
-        self.received += got
-        if self.received >= self.count:
-            if not self.done.done():
-                self.done.set_result(now)
-            return
-        more = min(got, self.count - self.sent)
-        if more > 0:
-            self._send(more)
-
-
-def _frames(topic: str, size: int, batch: int, distinct: int) -> list[bytes]:
-    """``distinct`` frames (distinct opaques): SEND_MESSAGE_V2 of one ``size``-byte message, or
-    SEND_BATCH_MESSAGE of ``batch``, each with a UNIQ_KEY and WAIT as the Java client sends."""
-    body = bytes(i % 251 for i in range(size))
-    template = SendMessageRequestHeaderV2(
-        a="benchmark_producer", b=topic, c=DEFAULT_TOPIC, d=DEFAULT_TOPIC_QUEUE_NUMS, e=0, f=0,
-        g=0, h=0, j=0, k=False, m=batch != 1,
-    )  # fmt: skip
-    header = ext_encoder(template, ("e", "g", "i"))
-    code = RequestCode.SEND_MESSAGE_V2 if batch == 1 else RequestCode.SEND_BATCH_MESSAGE
-    frames = []
-    for i in range(distinct):
-        props = {MessageConst.UNIQ_KEY: f"{i:032X}", MessageConst.WAIT: "true"}
-        text = encode_properties(props)
-        if batch == 1:
-            payload = body
-        else:
-            items = [
-                (0, body, encode_properties({**props, MessageConst.UNIQ_KEY: f"{i:024X}{j:08X}"}))
-                for j in range(batch)
-            ]
-            payload = encode_batch_body(items)
-        ext = header(i % 4, int(time.time() * 1000), text)
-        frames.append(encode_frame(RemotingCommand.request(code, ext, payload)))
-    return frames
-
-
 async def _phase(
     label: str,
     port: int,
@@ -160,29 +53,14 @@ async def _phase(
     batch: int,
     inflight: int,
 ) -> Figure:
-    loop = asyncio.get_running_loop()
     requests = max(1, messages // batch)
-    warm = min(requests, 2000)
-    _, pipe = await loop.create_connection(
-        lambda: _Pipeline(frames, warm, inflight), "127.0.0.1", port
-    )
-    pipe.start()
-    await asyncio.wait_for(pipe.done, 120)
-    assert pipe.transport is not None  # noqa: S101 - connected
-    pipe.transport.close()
+    # Warm-up: the first mapped pages, interpreter caches.
+    await pipelined("127.0.0.1", port, frames, min(requests, 2000), inflight)
     cpu0 = cpu_seconds(pid)
-    _, pipe = await loop.create_connection(
-        lambda: _Pipeline(frames, requests, inflight), "127.0.0.1", port
-    )
-    pipe.start()
-    ended = await asyncio.wait_for(pipe.done, 600)
+    res = await pipelined("127.0.0.1", port, frames, requests, inflight)
     cpu1 = cpu_seconds(pid)
-    assert pipe.transport is not None  # noqa: S101 - connected
-    pipe.transport.close()
     n = requests * batch
-    return Figure(
-        label, n / (ended - pipe.started), (cpu1 - cpu0) * 1e6 / n, pipe.latencies, pipe.failures
-    )
+    return Figure(label, n / res.seconds, (cpu1 - cpu0) * 1e6 / n, res.latencies_us, res.failures)
 
 
 def _reference(path: str, batch: int, args: argparse.Namespace) -> Figure:
@@ -234,8 +112,8 @@ async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure
         await asyncio.sleep(1.0)
         print(f"broker pid {pid}, idle RSS {rss_mb(pid):.1f} MB", flush=True)
         figs = []
-        singles = _frames(args.topic, args.size, 1, 4096)
-        batches = _frames(args.topic, args.size, args.batch, 512)
+        singles = send_frames(args.topic, args.size, 4096)
+        batches = send_frames(args.topic, args.size, 512, args.batch)
         for _ in range(args.reps):
             figs.append(
                 await _phase(
@@ -279,10 +157,10 @@ async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure
 
 
 def _median(figs: list[Figure], label: str) -> Figure:
+    """The run of median rate (its latencies), with the median CPU of all runs."""
     same = [f for f in figs if f.label == label]
     mid = sorted(same, key=lambda f: f.rate)[len(same) // 2]
-    mid.cpu_us = statistics.median(f.cpu_us for f in same)
-    return mid
+    return dataclasses.replace(mid, cpu_us=statistics.median(f.cpu_us for f in same))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ from rocketpy.client.producer import Producer
 from rocketpy.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketpy.client.route_cache import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from rocketpy.common.codes import RequestCode
+from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -250,21 +251,27 @@ async def run_consumer(
 
 
 def send_frames(topic: str, size: int, count: int, batch: int = 1) -> list[bytes]:
-    """``count`` SEND_MESSAGE_V2 frames (distinct opaques) as the Java client encodes them."""
+    """``count`` send frames (distinct opaques) as the Java client encodes them: SEND_MESSAGE_V2
+    of one ``size``-byte message, or with ``batch`` > 1 SEND_BATCH_MESSAGE of that many, each
+    message with its own UNIQ_KEY and WAIT."""
     body = _body(size)
     template = SendMessageRequestHeaderV2(
         a="benchmark_producer", b=topic, c=DEFAULT_TOPIC, d=DEFAULT_TOPIC_QUEUE_NUMS, e=0, f=0,
-        g=0, h=0, j=0, k=False, m=False,
+        g=0, h=0, j=0, k=False, m=batch != 1,
     )  # fmt: skip
     header = ext_encoder(template, ("e", "g", "i"))
+    code = RequestCode.SEND_MESSAGE_V2 if batch == 1 else RequestCode.SEND_BATCH_MESSAGE
     frames = []
     for i in range(count):
         props = {MessageConst.UNIQ_KEY: f"{i:032X}", MessageConst.WAIT: "true"}
+        payload = body
+        if batch != 1:
+            payload = encode_batch_body(
+                (0, body, encode_properties({**props, MessageConst.UNIQ_KEY: f"{i:024X}{j:08X}"}))
+                for j in range(batch)
+            )
         ext = header(i % 4, int(time.time() * 1000), encode_properties(props))
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
-        frames.append(encode_frame(cmd))
-    if batch != 1:
-        raise ValueError("raw frames carry one message")
+        frames.append(encode_frame(RemotingCommand.request(code, ext, payload)))
     return frames
 
 

@@ -1,7 +1,8 @@
 """Raw load generation shared by the benchmarks: a pipelined frame driver and an echo server.
 
 Owns: :func:`drive` (keeps N pre-encoded request frames in flight on one connection and times each
-reply by its ``opaque``), :func:`serve_echo` (a server that writes every byte straight back: no
+reply by its ``opaque``), :func:`pipelined` (the same, count-based, with a protocol client as light
+as a reference's), :func:`serve_echo` (a server that writes every byte straight back: no
 framing, no decoding, no work -- the loopback ceiling), :class:`Result` and the ``/proc`` RSS and
 CPU readers. Must not: decode replies beyond finding the opaque (the driver must cost the same
 against the echo server and a daemon, or the ratio means nothing).
@@ -190,10 +191,94 @@ async def drive(
 _CODE = re.compile(rb'"code":(-?\d+)')
 
 
-def _code_nonzero(payload: bytes) -> int:
-    header_len = _LEN.unpack_from(payload, 0)[0] & 0xFFFFFF
-    match = _CODE.search(payload, 4, 4 + header_len)
+def _code_nonzero(payload: bytes, start: int = 0) -> int:
+    """1 when the JSON-header frame's ``code`` is not 0 (``start`` = offset of the header
+    length, as for :func:`opaque_of`)."""
+    header_len = _LEN.unpack_from(payload, start)[0] & 0xFFFFFF
+    match = _CODE.search(payload, start + 4, start + 4 + header_len)
     return 0 if match is None or match.group(1) == b"0" else 1
+
+
+class _Pipeline(asyncio.Protocol):
+    """Keeps ``inflight`` requests outstanding until ``count`` replies arrived, refilling as
+    many as each read brought back (the reference hot path's client does the same); times each
+    reply by its opaque and counts non-zero response codes."""
+
+    def __init__(self, frames: list[bytes], count: int, inflight: int) -> None:
+        self.frames = frames
+        self.keys = [opaque_of(f, 4) for f in frames]
+        self.count = count
+        self.inflight = inflight
+        self.sent = 0
+        self.received = 0
+        self.failures = 0
+        self.sent_at: dict[bytes, float] = {}
+        self.latencies = Latencies()
+        self.buf = b""
+        self.done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.started = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+        self._send(min(self.inflight, self.count))
+
+    def _send(self, n: int) -> None:
+        assert self.transport is not None  # noqa: S101 - connected before start()
+        now = time.perf_counter()
+        out = []
+        for _ in range(n):
+            slot = self.sent % len(self.frames)
+            self.sent += 1
+            self.sent_at[self.keys[slot]] = now
+            out.append(self.frames[slot])
+        self.transport.write(b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        now = time.perf_counter()
+        pos, got = 0, 0
+        while len(buf) - pos >= 4:
+            (total,) = _LEN.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < total:
+                break
+            sent = self.sent_at.pop(opaque_of(buf, pos + 4), None)
+            if sent is not None:
+                self.latencies.add((now - sent) * 1e6)
+            self.failures += _code_nonzero(buf, pos + 4)
+            pos += 4 + total
+            got += 1
+        self.buf = buf[pos:]
+        self.received += got
+        if self.received >= self.count:
+            if not self.done.done():
+                self.done.set_result(now)
+            return
+        more = min(got, self.count - self.sent)
+        if more > 0:
+            self._send(more)
+
+
+async def pipelined(
+    host: str, port: int, frames: list[bytes], requests: int, inflight: int
+) -> Result:
+    """``requests`` requests cycled from ``frames`` (distinct opaques) on one connection, kept
+    ``inflight`` deep; a reply whose code is not 0 counts as a failure. Unlike :func:`drive`
+    (streams, one reply at a time, for a duration) this is a count-based protocol client as
+    light as the reference's, so a send benchmark compares servers, not clients."""
+    loop = asyncio.get_running_loop()
+    transport, pipe = await loop.create_connection(
+        lambda: _Pipeline(frames, requests, inflight), host, port
+    )
+    try:
+        pipe.start()
+        ended = await asyncio.wait_for(pipe.done, 600)
+    finally:
+        transport.close()
+    return Result("", pipe.received, ended - pipe.started, pipe.latencies, failures=pipe.failures)
 
 
 class _Echo(asyncio.Protocol):

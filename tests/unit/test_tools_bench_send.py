@@ -5,11 +5,12 @@ from __future__ import annotations
 from rocketpy.common.codes import RequestCode
 from rocketpy.common.message.batch_body import decode_batch_body
 from rocketpy.remoting.protocol.frame import decode_frame
-from rocketpy.tools.bench_send import _REF_LINE, _frames
+from rocketpy.tools.bench_send import _REF_LINE
+from rocketpy.tools.benchmark import send_frames
 
 
 def test_single_frames_are_v2_sends_with_distinct_opaques() -> None:
-    frames = _frames("T", 128, 1, 16)
+    frames = send_frames("T", 128, 16)
     cmds = [decode_frame(f[4:]) for f in frames]
     assert {c.code for c in cmds} == {RequestCode.SEND_MESSAGE_V2}
     assert len({c.opaque for c in cmds}) == 16
@@ -18,7 +19,7 @@ def test_single_frames_are_v2_sends_with_distinct_opaques() -> None:
 
 
 def test_batch_frames_carry_the_batch() -> None:
-    (frame,) = _frames("T", 64, 32, 1)
+    (frame,) = send_frames("T", 64, 1, 32)
     cmd = decode_frame(frame[4:])
     assert cmd.code == RequestCode.SEND_BATCH_MESSAGE
     items = decode_batch_body(cmd.body or b"")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -10,7 +11,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketpy.tools.loadgen import Latencies, cpu_seconds
+from rocketpy.tools.benchmark import send_frames
+from rocketpy.tools.loadgen import Latencies, cpu_seconds, pipelined, serve_echo
 
 
 def test_cpu_seconds_counts_a_busy_process_and_not_a_gone_one() -> None:
@@ -60,3 +62,19 @@ def test_latencies_of_a_long_run_keep_few_buckets() -> None:
     lat = Latencies(float(1 + (i * 7919) % 10_000_000) for i in range(1_000_000))
     assert len(lat._counts) < 12_000
     assert Latencies().pct(0.5) == 0.0
+
+
+async def test_pipelined_counts_every_reply_and_its_code() -> None:
+    """1. Start the echo server (its "replies" are the requests: code 310). 2. Drive 1,000
+    requests cycled from 100 distinct SEND_MESSAGE_V2 frames, 16 in flight.
+    Expected: 1,000 replies, each timed by its opaque, each counted as a failure (code != 0)."""
+    server, port = await serve_echo()
+    try:
+        async with asyncio.timeout(30):
+            res = await pipelined("127.0.0.1", port, send_frames("T", 64, 100), 1000, 16)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert res.requests == 1000
+    assert res.latencies_us.count == 1000
+    assert res.failures == 1000
