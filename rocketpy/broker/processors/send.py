@@ -311,39 +311,40 @@ class SendMessageProcessor:
         queue_id = self._pick_queue(h, topic_config)
         fast = None if tv.is_retry_topic(h.topic) else self._fast_properties(h.properties)
         if fast is not None:
+            topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
             text, uniq = fast
-            msg = MessageToStore(
-                topic=h.topic,
-                queue_id=queue_id,
-                body=body,
-                flag=h.flag,
-                sys_flag=_sys_flag(h.sys_flag, topic_config),
-                born_timestamp=h.born_timestamp,
-                born_host=_parse_host(ctx.channel.peer),
-                reconsume_times=h.reconsume_times or 0,
-                properties=text,
-                wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
-            )
         else:
-            built = self._decoded_message(ctx, request, h, queue_id, topic_config)
-            if isinstance(built, RemotingCommand):
-                return built
-            msg, uniq = built
+            routed = self._decoded_route(request, h, queue_id, topic_config)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            topic, queue_id, sys_flag, text, uniq = routed
+        msg = MessageToStore(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            flag=h.flag,
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=_parse_host(ctx.channel.peer),
+            reconsume_times=h.reconsume_times or 0,
+            properties=text,
+            wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
+        )
         result = rt.store.put_message_nowait(msg)
         if result is None:
             return self._timed(self._put_one(request, msg, queue_id, uniq), started)
         return self._stored_one(request, msg, result, queue_id, uniq)
 
-    def _decoded_message(
+    def _decoded_route(
         self,
-        ctx: RequestContext,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
         queue_id: int,
         topic_config: TopicConfig,
-    ) -> tuple[MessageToStore, str] | RemotingCommand:
-        """The message to store when its properties must be read or changed (retry topics,
-        delays, broker-added names in the sender's text): (message, UNIQ_KEY), or the refusal."""
+    ) -> tuple[str, int, int, str, str] | RemotingCommand:
+        """Where and how a message is stored when its properties must be read or changed (retry
+        topics, delays, broker-added names in the sender's text): (topic, queue id, sys flag,
+        properties text, UNIQ_KEY), or the refusal."""
         rt = self._rt
         props = self._base_properties(h.properties)
         if _props_too_large(props):
@@ -365,18 +366,7 @@ class SendMessageProcessor:
             )
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         topic, queue_id = self.apply_delay(topic, queue_id, sys_flag, props)
-        msg = MessageToStore.with_properties(
-            topic=topic,
-            queue_id=queue_id,
-            body=request.body or b"",
-            flag=h.flag,
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=_parse_host(ctx.channel.peer),
-            reconsume_times=reconsume,
-            properties=props,
-        )
-        return msg, uniq
+        return topic, queue_id, sys_flag, encode_properties(props), uniq
 
     def _illegal(self, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(
