@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
-from rocketpy.broker.acting_master import ActingMasterService
+from rocketpy.broker.acting_master import ActingMasterService, SpecialService
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.escape_bridge import EscapeBridge
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -47,6 +47,7 @@ class ActingMasterSetup:
         ha: Callable[[], DefaultHAService | None],
         schedule: ScheduleMessageService,
         offsets: ConsumerOffsetManager,
+        special: SpecialService | None = None,
         address: Callable[[], str],
         ha_server_addr: Callable[[], str],
         max_phy_offset: Callable[[], int],
@@ -61,7 +62,9 @@ class ActingMasterSetup:
             registry: where the broker's request processors are registered.
             ha_config: classic HA settings (``totalReplicas``, the housekeeping interval).
             ha: the classic HA service, if the store runs one.
-            schedule: the schedule service, run by the set's minimum-id broker only.
+            schedule: the schedule service (pre-online merges its progress).
+            special: what the set's minimum-id broker runs (default: the schedule service;
+                the broker passes it with the timer store).
             offsets: consumer offsets (synced back by pre-online; an acting change bumps their
                 DataVersion).
             address: this broker's ``ip:port`` (the real port once bound).
@@ -83,7 +86,7 @@ class ActingMasterSetup:
             api=self.api,
             address=address,
             total_replicas=ha_config.total_replicas if ha_config is not None else 1,
-            special=schedule,
+            special=schedule if special is None else special,
             register=register,
             ha=ha,
             on_acting=offsets.bump_data_version,

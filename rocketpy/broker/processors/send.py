@@ -28,6 +28,7 @@ from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.broker.timer_hook import TIMER_NEEDLE, TimerHook, TimerRefusal
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.common.message.batch_body import decode_batch_body
@@ -63,16 +64,19 @@ _SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 #: A sender's property text holding one of these goes down the decoding path (the broker reads
 #: or replaces them). A substring test: a longer name ending in one only costs the fast path.
-_DECODE_NEEDLES: Final = tuple(
-    f"{name}{NAME_VALUE_SEPARATOR}"
-    for name in (
-        MessageConst.MSG_REGION,
-        MessageConst.TRACE_ON,
-        MessageConst.CLUSTER,
-        MessageConst.POP_CK,
-        MessageConst.DELAY,
-        MessageConst.TRAN_MSG,
-    )
+_DECODE_NEEDLES: Final = (
+    *(
+        f"{name}{NAME_VALUE_SEPARATOR}"
+        for name in (
+            MessageConst.MSG_REGION,
+            MessageConst.TRACE_ON,
+            MessageConst.CLUSTER,
+            MessageConst.POP_CK,
+            MessageConst.DELAY,
+            MessageConst.TRAN_MSG,
+        )
+    ),
+    TIMER_NEEDLE,  # the timer hook's properties (timer_hook.py)
 )
 
 
@@ -101,6 +105,8 @@ class SendMessageProcessor:
         # The properties text the broker appends on the fast path, for the config it was built
         # from (UPDATE_BROKER_CONFIG swaps the config object).
         self._additions: tuple[object, str] = (None, "")
+        #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
+        self.timer_hook: TimerHook | None = None
 
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
@@ -365,6 +371,11 @@ class SendMessageProcessor:
                 ext_fields=self._ext(),
             )
         sys_flag = _sys_flag(h.sys_flag, topic_config)
+        if self.timer_hook is not None:
+            timed = self.timer_hook.apply(topic, queue_id, sys_flag, props, rt.clock.wall_ms())
+            if isinstance(timed, TimerRefusal):
+                return request.make_response(timed.code, timed.remark, ext_fields=self._ext())
+            topic, queue_id = timed
         topic, queue_id = self.apply_delay(topic, queue_id, sys_flag, props)
         return topic, queue_id, sys_flag, encode_properties(props), uniq
 
