@@ -365,8 +365,7 @@ class TimerMessageStore:
             uniq = msg.properties.get(MessageConst.UNIQ_KEY)
             real_topic = msg.properties.get(MessageConst.REAL_TOPIC, "")
             if uniq is not None and build_delete_key(real_topic, uniq) in deleted:
-                self._count(real_topic, -1)
-                continue
+                continue  # its cancel message already took it off the count
             await self._deliver(msg, unit.write_time_ms, roll=unit.is_roll)
         self.read_time_ms += self.precision_ms
         return 1

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
 from rocketpy.broker.service import BrokerService
 from rocketpy.broker.timer_hook import TIMER_TOPIC
-from rocketpy.common.codes import ResponseCode
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.store.timer.record import decode_checkpoint
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.integration.broker.conftest import BrokerFactory, dispatched
 
@@ -68,3 +70,117 @@ async def test_timer_messages_delivered_at_their_time_in_mixed_order(
         assert "REAL_TOPIC" not in props
         assert "REAL_QID" not in props
         assert {"TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"} <= props.keys()
+
+
+async def test_timer_message_beyond_window_rolls_then_arrives(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A broker whose roll window is 5 slots of 100 ms. 2. Send a message due in 1.5 s.
+    Expected: it goes back through rmq_sys_wheel_timer (TIMER_ROLL_TIMES >= 1, more than one
+    record in the timer topic) and reaches T at its time."""
+    broker = await broker_factory(store={**FAST, "timerRollWindowSlot": 5})
+    at = int(time.time() * 1000) + 1500
+    resp = await client.send(broker.address, "T", b"rolled", props={"TIMER_DELIVER_MS": str(at)})
+    assert resp.code == ResponseCode.SUCCESS
+    seen = await _arrivals(broker, client, "T", 1, 10)
+    arrived, props = seen[b"rolled"]
+    assert at - 50 <= arrived <= at + 600
+    assert int(props["TIMER_ROLL_TIMES"]) >= 1
+    assert broker.store.max_offset_in_queue(TIMER_TOPIC, 0) >= 2
+
+
+async def test_timer_message_cancelled_by_del_uniqkey(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. Send A (UNIQ_KEY U-A) and B due at the same time D, then a cancel message due at D
+    with TIMER_DEL_UNIQKEY = 'T+U-A'. Expected: B arrives at D; neither A nor the cancel
+    message ever reaches T."""
+    broker = await broker_factory(store=FAST)
+    addr = broker.address
+    at = str(int(time.time() * 1000) + 800)
+    for body, props in (
+        (b"A", {"TIMER_DELIVER_MS": at, "UNIQ_KEY": "U-A"}),
+        (b"B", {"TIMER_DELIVER_MS": at, "UNIQ_KEY": "U-B"}),
+        (b"cancel", {"TIMER_DELIVER_MS": at, "TIMER_DEL_UNIQKEY": "T+U-A"}),
+    ):
+        resp = await client.send(addr, "T", body, props=props)
+        assert resp.code == ResponseCode.SUCCESS
+    seen = await _arrivals(broker, client, "T", 1, 10)
+    assert set(seen) == {b"B"}
+    await asyncio.sleep(0.5)
+    assert broker.store.max_offset_in_queue("T", 0) == 1
+    timer = broker.timer
+    assert timer is not None
+    assert timer.timing_count.get("T", 0) == 0
+
+
+async def test_timer_refusal_past_time_and_checkpoint(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. timerMaxDelaySec=10: a message due in 11 s is refused with MESSAGE_ILLEGAL and
+    upstream's remark, nothing stored. 2. A message due 5 s ago is stored straight into T
+    (readable at once). 3. A message due in 0.3 s arrives; GET_TIMER_CHECK_POINT then answers
+    the 56-byte checkpoint with the queue offset past it and a read time after its slot."""
+    broker = await broker_factory(store={**FAST, "timerMaxDelaySec": 10})
+    addr = broker.address
+    now = int(time.time() * 1000)
+    resp = await client.send(addr, "T", b"far", props={"TIMER_DELIVER_MS": str(now + 11_000)})
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert resp.remark is not None
+    assert resp.remark.startswith("timer message illegal, the delay time should not be bigger")
+    assert "10000ms" in resp.remark
+    resp = await client.send(addr, "T", b"past", props={"TIMER_DELIVER_MS": str(now - 5000)})
+    assert resp.code == ResponseCode.SUCCESS
+    await dispatched(broker, "T", 1)
+    assert broker.store.max_offset_in_queue(TIMER_TOPIC, 0) == 0
+    resp = await client.send(addr, "T", b"soon", props={"TIMER_DELAY_MS": "300"})
+    assert resp.code == ResponseCode.SUCCESS
+    await _arrivals(broker, client, "T", 2, 10)
+    timer = broker.timer
+    assert timer is not None
+    async with asyncio.timeout(5):
+        while timer.last_checkpoint.last_timer_queue_offset < 1:
+            await asyncio.sleep(0.05)
+    cp_resp = await client.call(addr, RequestCode.GET_TIMER_CHECK_POINT)
+    assert cp_resp.code == ResponseCode.SUCCESS
+    assert cp_resp.body is not None
+    assert len(cp_resp.body) == 56
+    cp = decode_checkpoint(cp_resp.body)
+    assert cp.last_timer_queue_offset == cp.master_timer_queue_offset == 1
+    assert cp.last_read_time_ms > now
+    assert cp.counter >= 1
+    metrics = await client.call(addr, RequestCode.GET_TIMER_METRICS)
+    assert metrics.code == ResponseCode.SUCCESS
+    assert metrics.body is not None
+    assert b'"timingCount"' in metrics.body
+
+
+async def test_timer_pending_survive_clean_restart(
+    broker_factory: BrokerFactory, client: JavaLikeClient, tmp_path: Path
+) -> None:
+    """1. Send messages due in 1.5 and 2.5 s. 2. Stop the broker (as on SIGTERM) before either is
+    due and start it again on the same store. Expected: timercheck was written at stop; both
+    arrive once, at their time."""
+    root = tmp_path / "restart"
+    broker = await broker_factory(store=FAST, store_root=root)
+    now = int(time.time() * 1000)
+    due = {b"r1500": now + 1500, b"r2500": now + 2500}
+    for body, at in due.items():
+        resp = await client.send(broker.address, "T", body, props={"TIMER_DELIVER_MS": str(at)})
+        assert resp.code == ResponseCode.SUCCESS
+    await dispatched(broker, TIMER_TOPIC, 2)
+    timer = broker.timer
+    assert timer is not None
+    async with asyncio.timeout(5):
+        while timer.queue_offset < 2:
+            await asyncio.sleep(0.02)
+    async with asyncio.timeout(10):
+        await broker.stop()
+    stored = decode_checkpoint((root / "config" / "timercheck").read_bytes())
+    assert stored.last_timer_queue_offset == 2
+    again = await broker_factory(store=FAST, store_root=root)
+    seen = await _arrivals(again, client, "T", 2, 10)
+    for body, at in due.items():
+        assert at - 50 <= seen[body][0] <= at + 600, (body, seen[body][0] - at)
+    await asyncio.sleep(0.3)
+    assert again.store.max_offset_in_queue("T", 0) == 2
