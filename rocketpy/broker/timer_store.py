@@ -112,6 +112,7 @@ class TimerMessageStore:
         self._last_checkpoint = TimerCheckpointData()
         self._loaded = False
         self._stop = asyncio.Event()
+        self._write_moved = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- life cycle ------------------------------------------------------------------------
@@ -219,7 +220,13 @@ class TimerMessageStore:
     def _move_write_time(self) -> None:
         """``maybeMoveWriteTime``."""
         now = format_time_ms(self._clock.wall_ms(), self.precision_ms)
-        self.write_time_ms = max(self.write_time_ms, now)
+        if now > self.write_time_ms:
+            self.write_time_ms = now
+            self._write_moved.set()
+
+    def _to_next_slot_s(self) -> float:
+        now = self._clock.wall_ms()
+        return (format_time_ms(now, self.precision_ms) + self.precision_ms - now + 1) / 1000
 
     async def _enqueue_loop(self) -> None:
         while not self._stop.is_set():
@@ -228,8 +235,8 @@ class TimerMessageStore:
             except OSError as e:
                 log.warning("Timer enqueue failed", error=repr(e))
                 progressed = False
-            if not progressed:
-                await self._pause(self._idle_s)
+            if not progressed:  # wake at the next slot boundary: the write time moves then
+                await self._pause(min(self._idle_s, self._to_next_slot_s()))
 
     async def enqueue(self) -> bool:
         """Read the next batch of the timer topic into the wheel (``enqueue(0)``).
@@ -324,9 +331,10 @@ class TimerMessageStore:
                 continue
             empty = 0
             if outcome < 0:
-                now = self._clock.wall_ms()
-                next_slot = format_time_ms(now, self.precision_ms) + self.precision_ms
-                await self._pause(min(self._idle_s, max(next_slot - now, 1) / 1000))
+                self._write_moved.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._idle_s):
+                        await self._write_moved.wait()
 
     async def dequeue(self) -> int:
         """Deliver the slot at the read time if it is due (``dequeue``).
