@@ -65,6 +65,7 @@ NEVER_ENQUEUED: Final = (1 << 63) - 1
 #: Empty slots read in a row before the dequeue loop lets others run (catching up after
 #: downtime walks many empty slots).
 _EMPTY_SLOTS_PER_TURN: Final = 4096
+_CLEAN_INTERVAL_S: Final = 30.0
 
 
 def build_delete_key(real_topic: str, uniq_key: str) -> str:
@@ -169,6 +170,7 @@ class TimerMessageStore:
             ("enqueue", self._enqueue_loop()),
             ("dequeue", self._dequeue_loop()),
             ("flush", self._flush_loop()),
+            ("clean", self._clean_loop()),
         ):
             task = loop.create_task(coro, name=f"broker/timer-{name}")
             task.add_done_callback(self._task_done)
@@ -443,6 +445,19 @@ class TimerMessageStore:
                     offset_behind=self._store.max_offset_in_queue(TIMER_TOPIC, 0)
                     - self.queue_offset,
                 )  # fmt: skip
+
+    async def _clean_loop(self) -> None:
+        """Every 30 s: delete timer-log segments whose messages retention removed."""
+        loop = asyncio.get_running_loop()
+        while not self._stop.is_set():
+            await self._pause(_CLEAN_INTERVAL_S)
+            min_py = self._store.store_offsets().min_phy_offset
+            for mf in self.timer_log.expired_segments(min_py):
+                log.info("Timer log segment expired", path=str(mf.path), min_phy_offset=min_py)
+                try:
+                    await loop.run_in_executor(self._executor, mf.destroy)
+                except OSError as e:
+                    log.warning("Timer log segment delete failed", error=repr(e))
 
     def prepare_checkpoint(self) -> TimerCheckpointData:
         """``prepareTimerCheckPoint``: what ``timercheck`` records now (a new DataVersion when

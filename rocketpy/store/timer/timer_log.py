@@ -27,6 +27,7 @@ from rocketpy.store.timer.record import (
     decode_unit,
     encode_blank,
     is_magic_ok,
+    offset_for_last_unit,
 )
 
 log = structlog.get_logger(__name__)
@@ -118,6 +119,22 @@ class TimerLog:
         )
         last.wrote_position = pos + UNIT_SIZE
         return last.file_from_offset + pos
+
+    def expired_segments(self, min_phy_offset: int) -> list[MappedFile]:
+        """``deleteExpiredFileByOffsetForTimerLog``: take off the oldest segments (never the
+        last) whose last unit names a commit-log record below ``min_phy_offset`` -- retention
+        deleted their messages, and units are appended in commit-log order. The caller destroys
+        them off the loop."""
+        expired: list[MappedFile] = []
+        files = self.queue.files
+        last_unit = offset_for_last_unit(self.file_size)
+        while len(files) > 1:
+            mf = files[0]
+            size, _prev, magic, _w, _d, offset_py = UNIT.unpack_from(mf.buffer, last_unit)[:6]
+            if size != UNIT_SIZE or not is_magic_ok(magic) or offset_py >= min_phy_offset:
+                break
+            expired.append(files.pop(0))
+        return expired
 
     def read_unit(self, position: int) -> TimerLogUnit | None:
         """The unit at ``position``, or None when no written segment holds it."""

@@ -147,3 +147,22 @@ def test_timer_log_segments_and_recovery(tmp_path: Path) -> None:
     assert revised == [(1000 * 8 + 500, positions[8])]  # scan starts at the segment holding 8
     assert third.read_unit(positions[9]) is None
     third.close()
+
+
+def test_timer_log_expired_segments(tmp_path: Path) -> None:
+    """Segments whose last unit names a commit-log offset below the commit log's minimum are
+    taken off, oldest first, never the last segment; units still in the log stay readable."""
+    log = TimerLog(tmp_path / "timerlog", 256)
+    positions = [_append(log, _unit(i)) for i in range(10)]  # offset_py = i; 4 units a segment
+    assert len(log.queue.files) == 3
+    assert log.expired_segments(3) == []  # segment 0's last unit names offset 3: still there
+    gone = log.expired_segments(4)
+    assert [mf.file_from_offset for mf in gone] == [0]
+    for mf in gone:
+        mf.destroy()
+    assert log.read_unit(positions[0]) is None
+    assert log.read_unit(positions[4]) == _unit(4)
+    assert [mf.file_from_offset for mf in log.expired_segments(1000)] == [256]
+    assert len(log.queue.files) == 1  # the segment being written stays
+    assert log.read_unit(positions[9]) == _unit(9)
+    log.close()
