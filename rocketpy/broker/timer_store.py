@@ -5,9 +5,10 @@ is put to its real topic at once, any other becomes a unit in the timer log chai
 wheel slot, or a roll unit when it lies beyond ``timerRollWindowSlot``), the dequeue loop (reads
 each due slot's chain, puts delete units' keys aside, then re-puts every other message: to its
 real topic, or back into the timer topic with ``TIMER_ROLL_TIMES`` + 1 for a roll unit), the
-flush loop (timer log, wheel, then ``config/timercheck``), start-up recovery from the
-checkpoint (:mod:`rocketpy.broker.timer_recovery`) and the pending-message counts per topic
-(``TimerMetrics``' timing count). The wheel is the scheduler: one loop reads one slot per
+flush loop (timer log, wheel, then ``config/timercheck`` and ``config/timermetrics``), the
+timer-log retention, start-up recovery from the checkpoint
+(:mod:`rocketpy.broker.timer_recovery`) and the pending-message counts per topic
+(:mod:`rocketpy.broker.timer_metrics`). The wheel is the scheduler: one loop reads one slot per
 ``timerPrecisionMs``, so pending messages cost disk, not asyncio timers. Mirrors
 ``store/timer/TimerMessageStore`` (enqueue, doEnqueue, dequeue, convert, doPut,
 prepareTimerCheckPoint, TimerFlushService). Runs its loops on a master only (started and stopped
@@ -28,6 +29,7 @@ import structlog
 
 from rocketpy.broker.store_api import BrokerStore, StoredMessage
 from rocketpy.broker.timer_hook import TIMER_TOPIC
+from rocketpy.broker.timer_metrics import TimerMetrics
 from rocketpy.broker.timer_recovery import RecoveredState, recover
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.const import MessageConst
@@ -107,7 +109,7 @@ class TimerMessageStore:
         #: Slots before this are due (``currWriteTimeMs``); moved by the enqueue loop only, so
         #: no unit is ever filed under a slot the dequeue has passed.
         self.write_time_ms = 0
-        self.timing_count: dict[str, int] = {}
+        self.metrics = TimerMetrics(config.root_dir / "config" / "timermetrics", clock.wall_ms())
         self._data_version = DataVersion(timestamp=clock.wall_ms())
         self._last_commit = (0, 0)
         self._last_checkpoint = TimerCheckpointData()
@@ -129,6 +131,7 @@ class TimerMessageStore:
             self.checkpoint,
             self._clock.wall_ms(),
         )
+        await loop.run_in_executor(self._executor, self.metrics.load)
         self._loaded = True
         self.queue_offset = self._revised_queue_offset(state)
         self.read_time_ms = state.read_time_ms
@@ -314,7 +317,7 @@ class TimerMessageStore:
     def _count(self, topic: str | None, delta: int) -> None:
         """``addMetric``: pending messages per real topic."""
         if topic is not None:
-            self.timing_count[topic] = self.timing_count.get(topic, 0) + delta
+            self.metrics.add(topic, delta, self._clock.wall_ms())
 
     # -- dequeue ---------------------------------------------------------------------------
 
@@ -495,3 +498,4 @@ class TimerMessageStore:
         self.timer_log.flush()
         self.wheel.flush()
         self.checkpoint.write(data)
+        self.metrics.persist()

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from rocketpy.broker.timer_store import TimerMessageStore
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.fastjson import dumps
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import Processor, RequestContext
 from rocketpy.store.timer.record import encode_checkpoint
@@ -49,16 +48,5 @@ class TimerProcessor:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, "The timer message store is null"
             )
-        cp = self._timer.last_checkpoint
-        body = {
-            "dataVersion": {
-                "counter": cp.counter,
-                "stateVersion": cp.state_version,
-                "timestamp": cp.timestamp,
-            },
-            "timingCount": {
-                topic: {"count": count, "timeStamp": cp.timestamp}
-                for topic, count in sorted(self._timer.timing_count.items())
-            },
-        }
-        return request.make_response(ResponseCode.SUCCESS, body=dumps(body).encode())
+        body = self._timer.metrics.encode().encode()
+        return request.make_response(ResponseCode.SUCCESS, body=body)

@@ -4,6 +4,7 @@ cancel and GET_TIMER_CHECK_POINT (``timer_store.py``, ``timer_hook.py``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -111,7 +112,7 @@ async def test_timer_message_cancelled_by_del_uniqkey(
     assert broker.store.max_offset_in_queue("T", 0) == 1
     timer = broker.timer
     assert timer is not None
-    assert timer.timing_count.get("T", 0) == 0
+    assert timer.metrics.count("T") == 0
 
 
 async def test_timer_refusal_past_time_and_checkpoint(
@@ -159,8 +160,9 @@ async def test_timer_pending_survive_clean_restart(
     broker_factory: BrokerFactory, client: JavaLikeClient, tmp_path: Path
 ) -> None:
     """1. Send messages due in 1.5 and 2.5 s. 2. Stop the broker (as on SIGTERM) before either is
-    due and start it again on the same store. Expected: timercheck was written at stop; both
-    arrive once, at their time."""
+    due and start it again on the same store. Expected: timercheck and timermetrics (2 pending
+    for T) were written at stop and are read back; both messages arrive once, at their time,
+    and the count drops to 0."""
     root = tmp_path / "restart"
     broker = await broker_factory(store=FAST, store_root=root)
     now = int(time.time() * 1000)
@@ -178,9 +180,14 @@ async def test_timer_pending_survive_clean_restart(
         await broker.stop()
     stored = decode_checkpoint((root / "config" / "timercheck").read_bytes())
     assert stored.last_timer_queue_offset == 2
+    metrics = json.loads((root / "config" / "timermetrics").read_text())
+    assert metrics["timingCount"]["T"]["count"] == 2
     again = await broker_factory(store=FAST, store_root=root)
+    assert again.timer is not None
+    assert again.timer.metrics.count("T") == 2  # GET_TIMER_METRICS' counts survive a restart
     seen = await _arrivals(again, client, "T", 2, 10)
     for body, at in due.items():
         assert at - 50 <= seen[body][0] <= at + 600, (body, seen[body][0] - at)
     await asyncio.sleep(0.3)
     assert again.store.max_offset_in_queue("T", 0) == 2
+    assert again.timer.metrics.count("T") == 0
