@@ -12,6 +12,7 @@ only (the fast path sends every property text holding ``TIMER_DEL`` there, one s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,12 +43,17 @@ class TimerRefusal:
 class TimerHook:
     """``HookUtils.handleScheduleMessage``'s timer part for one broker."""
 
-    def __init__(self, config: MessageStoreConfig) -> None:
+    def __init__(
+        self, config: MessageStoreConfig, *, is_reject: Callable[[int], bool] | None = None
+    ) -> None:
         """Args: ``config`` the store settings (``timerWheelEnable``, ``timerMaxDelaySec``,
-        ``timerPrecisionMs``)."""
+        ``timerPrecisionMs``, ``timerCongestNumEachSlot``); ``is_reject`` the timer store's
+        flow control for a slot time (``isReject``)."""
         self._enabled = config.timer_wheel_enable
         self._max_delay_ms = config.timer_max_delay_sec * 1000
         self._precision_ms = config.timer_precision_ms
+        self._congest = config.timer_congest_num_each_slot
+        self._is_reject = is_reject
 
     def illegal_remark(self) -> str:
         """The MESSAGE_ILLEGAL remark of ``WHEEL_TIMER_MSG_ILLEGAL``."""
@@ -76,6 +82,12 @@ class TimerHook:
                 ResponseCode.SYSTEM_ERROR,
                 "accurate timer message is not enabled, timerWheelEnable is false",
             )
+        return self._transform(topic, queue_id, props, now_ms)
+
+    def _transform(
+        self, topic: str, queue_id: int, props: dict[str, str], now_ms: int
+    ) -> tuple[str, int] | TimerRefusal:
+        """``transformTimerMessage``."""
         try:
             deliver_ms = self._deliver_ms(props, now_ms)
         except ValueError:
@@ -86,7 +98,16 @@ class TimerHook:
             return topic, queue_id  # due: delivered at once, as sent
         if deliver_ms - now_ms > self._max_delay_ms:
             return TimerRefusal(ResponseCode.MESSAGE_ILLEGAL, self.illegal_remark())
-        props[MessageConst.TIMER_OUT_MS] = str(slot_time_ms(deliver_ms, self._precision_ms))
+        slot_ms = slot_time_ms(deliver_ms, self._precision_ms)
+        if self._is_reject is not None and self._is_reject(slot_ms):
+            congest = self._congest
+            return TimerRefusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"timer message is under flow control, max num limit is {congest * 2} or the "
+                f"current value is greater than {congest} and less than {congest * 2}, trigger "
+                "random flow control",
+            )
+        props[MessageConst.TIMER_OUT_MS] = str(slot_ms)
         props[MessageConst.REAL_TOPIC] = topic
         props[MessageConst.REAL_QID] = str(queue_id)
         return TIMER_TOPIC, 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
@@ -116,6 +117,7 @@ class TimerMessageStore:
         self._loaded = False
         self._stop = asyncio.Event()
         self._write_moved = asyncio.Event()
+        self._rng = random.Random()  # noqa: S311 - flow-control sampling, not security
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- life cycle ------------------------------------------------------------------------
@@ -318,6 +320,17 @@ class TimerMessageStore:
         """``addMetric``: pending messages per real topic."""
         if topic is not None:
             self.metrics.add(topic, delta, self._clock.wall_ms())
+
+    def is_reject(self, slot_ms: int) -> bool:
+        """``isReject``: flow control when a slot holds more than ``timerCongestNumEachSlot``
+        messages (always at twice that, at random in between)."""
+        congest = self._cfg.timer_congest_num_each_slot
+        num = self.wheel.get_slot(slot_ms).num
+        if num <= congest:
+            return False
+        if num >= congest * 2:
+            return True
+        return self._rng.randrange(1000) > 1000 * (num - congest) / (congest + 0.1)
 
     # -- dequeue ---------------------------------------------------------------------------
 

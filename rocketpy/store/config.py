@@ -78,6 +78,7 @@ class MessageStoreConfig(RocketSettings):
     timer_stop_enqueue: bool = Field(False, alias="timerStopEnqueue")
     timer_stop_dequeue: bool = Field(False, alias="timerStopDequeue")
     timer_enable_retry_until_success: bool = Field(False, alias="timerEnableRetryUntilSuccess")
+    timer_congest_num_each_slot: int = Field(2147483647, alias="timerCongestNumEachSlot", ge=0)
     mapped_file_size_timer_log: int = Field(104857600, alias="mappedFileSizeTimerLog", ge=4096)
 
     @field_validator("timer_precision_ms")

@@ -191,3 +191,31 @@ async def test_timer_pending_survive_clean_restart(
     await asyncio.sleep(0.3)
     assert again.store.max_offset_in_queue("T", 0) == 2
     assert again.timer.metrics.count("T") == 0
+
+
+async def test_timer_flow_control_per_slot(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. timerCongestNumEachSlot=1. 2. Send A then B for the same time, each once the wheel
+    holds the previous one. 3. Send C for that time. Expected: A and B SEND_OK (the slot held
+    at most 1 when each came); C refused with SYSTEM_ERROR and upstream's flow-control remark
+    (the slot holds 2 = twice the limit); another time's slot still accepts."""
+    broker = await broker_factory(store={**FAST, "timerCongestNumEachSlot": 1})
+    timer = broker.timer
+    assert timer is not None
+    at = str(int(time.time() * 1000) + 5000)
+    for i, body in enumerate((b"A", b"B"), start=1):
+        resp = await client.send(broker.address, "T", body, props={"TIMER_DELIVER_MS": at})
+        assert resp.code == ResponseCode.SUCCESS
+        async with asyncio.timeout(5):
+            while timer.metrics.count("T") < i:
+                await asyncio.sleep(0.02)
+    resp = await client.send(broker.address, "T", b"C", props={"TIMER_DELIVER_MS": at})
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark == (
+        "timer message is under flow control, max num limit is 2 or the current value is "
+        "greater than 1 and less than 2, trigger random flow control"
+    )
+    other = str(int(at) + 1000)
+    resp = await client.send(broker.address, "T", b"D", props={"TIMER_DELIVER_MS": other})
+    assert resp.code == ResponseCode.SUCCESS
