@@ -22,20 +22,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import structlog
 
 from rocketpy.broker.store_api import BrokerStore, StoredMessage
+from rocketpy.broker.timer_delivery import (
+    Reput,
+    TimerDelivery,
+    build_delete_key,
+    convert,
+    deleted_keys,
+    read_chain,
+)
 from rocketpy.broker.timer_hook import TIMER_TOPIC
 from rocketpy.broker.timer_metrics import TimerMetrics
 from rocketpy.broker.timer_recovery import RecoveredState, recover
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.body.config_shapes import DataVersion
-from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus, PutResult
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.get_types import GetMessageStatus
 from rocketpy.store.timer.record import (
@@ -56,24 +63,14 @@ from rocketpy.store.timer.timer_wheel import TimerWheel
 
 log = structlog.get_logger(__name__)
 
-Reput = Callable[[MessageToStore], Awaitable[PutResult]]
-
 _GROUP: Final = "TIMER_CONSUMER"
 _BATCH: Final = 32
-_NO_RETRY: Final = frozenset(
-    {PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED}
-)
 #: ``TIMER_ENQUEUE_MS`` of a message that was due when read: never in the wheel.
 NEVER_ENQUEUED: Final = (1 << 63) - 1
 #: Empty slots read in a row before the dequeue loop lets others run (catching up after
 #: downtime walks many empty slots).
 _EMPTY_SLOTS_PER_TURN: Final = 4096
 _CLEAN_INTERVAL_S: Final = 30.0
-
-
-def build_delete_key(real_topic: str, uniq_key: str) -> str:
-    """``buildDeleteKey``: what ``TIMER_DEL_UNIQKEY`` holds to cancel a message."""
-    return f"{real_topic}+{uniq_key}"
 
 
 class TimerMessageStore:
@@ -93,7 +90,11 @@ class TimerMessageStore:
         time; ``on_failure`` is told when a loop dies of a bug."""
         self._store = store
         self._cfg = config
-        self._reput = reput
+        self._delivery = TimerDelivery(
+            reput,
+            retry_until_success=config.timer_enable_retry_until_success,
+            pause=lambda: self._pause(500 * config.timer_precision_ms / 1000 / 1000),
+        )
         self._clock = clock
         self._on_failure = on_failure
         self.precision_ms = config.timer_precision_ms
@@ -366,21 +367,8 @@ class TimerMessageStore:
         if slot.time_ms == -1:
             self.read_time_ms += self.precision_ms
             return 0
-        units: list[TimerLogUnit] = []
-        pos = slot.last_pos
-        while pos != NO_POS:
-            unit = self.timer_log.read_unit(pos)
-            if unit is None:
-                break
-            units.append(unit)
-            pos = unit.prev_pos
-        deleted: set[str] = set()
-        for unit in units:
-            if unit.is_delete and not unit.is_roll:
-                msg = self._store.look_message_by_offset(unit.offset_py)
-                key = msg.properties.get(MessageConst.TIMER_DEL_UNIQKEY) if msg else None
-                if key is not None:
-                    deleted.add(key)
+        units = read_chain(self.timer_log, slot.last_pos)
+        deleted = deleted_keys(units, self._store.look_message_by_offset)
         for unit in reversed(units):  # oldest first
             if unit.is_delete and not unit.is_roll:
                 continue
@@ -403,42 +391,7 @@ class TimerMessageStore:
             return
         if enqueue_ms != NEVER_ENQUEUED:
             self._count(msg.properties.get(MessageConst.REAL_TOPIC), -1)
-        to_store = self.convert(msg, enqueue_ms, roll=roll)
-        attempts = 0
-        while True:
-            put = await self._reput(to_store)
-            if put.stored:
-                return
-            attempts += 1
-            if put.status in _NO_RETRY:
-                log.warning("Timer message skipped", status=put.status.value, topic=to_store.topic)
-                return
-            if attempts >= 3 and not self._cfg.timer_enable_retry_until_success:
-                log.error("Timer message put failed after retries", status=put.status.value,
-                          topic=to_store.topic, attempts=attempts)  # fmt: skip
-                return
-            await self._pause(500 * self.precision_ms / 1000 / 1000)
-
-    def convert(self, msg: StoredMessage, enqueue_ms: int, *, roll: bool) -> MessageToStore:
-        """``convert``/``convertMessage``: the message to store for a due unit."""
-        props = dict(msg.properties)
-        props[MessageConst.TIMER_ENQUEUE_MS] = str(enqueue_ms)
-        if roll:
-            times = int(props.get(MessageConst.TIMER_ROLL_TIMES, "0") or "0")
-            props[MessageConst.TIMER_ROLL_TIMES] = str(times + 1)
-        props[MessageConst.TIMER_DEQUEUE_MS] = str(self._clock.wall_ms())
-        props[MessageConst.WAIT] = "false"
-        if roll:
-            topic, queue_id = msg.topic, msg.queue_id
-        else:
-            topic = props.pop(MessageConst.REAL_TOPIC, "")
-            try:
-                queue_id = int(props.pop(MessageConst.REAL_QID, "0"))
-            except ValueError:
-                queue_id = 0
-        return msg.restored(
-            topic=topic, queue_id=queue_id, properties=props, reconsume_times=msg.reconsume_times
-        )
+        await self._delivery.put(convert(msg, enqueue_ms, self._clock.wall_ms(), roll=roll))
 
     # -- flush and checkpoint --------------------------------------------------------------
 
