@@ -311,6 +311,7 @@ class BrokerService:
             groups=self.groups,
             offsets=self.offsets,
             delay_offsets=self.schedule,
+            timer_checkpoint=self.timer,
             self_addr=lambda: self.address,
             is_slave=lambda: self.runtime.is_slave,
             clock=clock,

@@ -52,6 +52,7 @@ from rocketpy.store.timer.record import (
     NO_POS,
     TimerCheckpointData,
     TimerLogUnit,
+    decode_checkpoint,
     format_time_ms,
     java_string_hash,
     roll_target,
@@ -111,6 +112,11 @@ class TimerMessageStore:
         #: Slots before this are due (``currWriteTimeMs``); moved by the enqueue loop only, so
         #: no unit is ever filed under a slot the dequeue has passed.
         self.write_time_ms = 0
+        #: ``masterTimerQueueOffset`` and the read time that came with it (the checkpoint, or
+        #: the master's through slave sync): a timer-topic message below this offset due
+        #: before that time was delivered already (its slot was read, or it was put at once).
+        self.synced_offset = 0
+        self.synced_read_ms = 0
         self.metrics = TimerMetrics(config.root_dir / "config" / "timermetrics", clock.wall_ms())
         self._data_version = DataVersion(timestamp=clock.wall_ms())
         self._last_commit = (0, 0)
@@ -138,6 +144,8 @@ class TimerMessageStore:
         self._loaded = True
         self.queue_offset = self._revised_queue_offset(state)
         self.read_time_ms = state.read_time_ms
+        self.synced_offset = state.checkpoint.master_timer_queue_offset
+        self.synced_read_ms = state.checkpoint.last_read_time_ms
         self._data_version = DataVersion(
             timestamp=state.checkpoint.timestamp,
             counter=state.checkpoint.counter,
@@ -278,7 +286,9 @@ class TimerMessageStore:
             except ValueError:
                 log.warning("Timer message without TIMER_OUT_MS skipped", offset=msg.queue_offset)
             else:
-                if delayed < self.write_time_ms:
+                if msg.queue_offset < self.synced_offset and delayed < self.synced_read_ms:
+                    pass  # the master this broker took over from delivered it
+                elif delayed < self.write_time_ms:
                     await self._deliver(msg, NEVER_ENQUEUED, roll=False)
                 else:
                     await self._do_enqueue(msg, delayed)
@@ -436,16 +446,40 @@ class TimerMessageStore:
             self._last_commit = commit
             self._data_version = self._data_version.next_version(self._clock.wall_ms())
         dv = self._data_version
+        read, master_offset = self.read_time_ms, self.queue_offset
+        if self.queue_offset < self.synced_offset:
+            # still reading what the previous master had read: keep its word for a restart
+            read, master_offset = min(read, self.synced_read_ms), self.synced_offset
         self._last_checkpoint = TimerCheckpointData(
-            last_read_time_ms=self.read_time_ms,
+            last_read_time_ms=read,
             last_timer_log_flush_pos=self.timer_log.flushed_where,
             last_timer_queue_offset=self.queue_offset,
-            master_timer_queue_offset=self.queue_offset,
+            master_timer_queue_offset=master_offset,
             state_version=dv.state_version,
             timestamp=dv.timestamp,
             counter=dv.counter,
         )
         return self._last_checkpoint
+
+    async def apply_synced_checkpoint(self, body: bytes) -> None:
+        """Slave sync (``syncTimerCheckPoint``): adopt the master's read time, queue offset and
+        DataVersion (written to ``timercheck``) while this broker does not run the wheel, so
+        that once it does it skips what the master delivered.
+
+        Raises:
+            CodecError: ``body`` is not a checkpoint.
+        """
+        if self._tasks or not self._loaded:
+            return
+        cp = decode_checkpoint(body)
+        self.synced_offset = cp.master_timer_queue_offset
+        self.synced_read_ms = cp.last_read_time_ms
+        self.read_time_ms = max(self.read_time_ms, cp.last_read_time_ms)
+        self._data_version = DataVersion(
+            timestamp=cp.timestamp, counter=cp.counter, state_version=cp.state_version
+        )
+        self._last_commit = (self.read_time_ms, self.queue_offset)
+        await self.flush()
 
     @property
     def last_checkpoint(self) -> TimerCheckpointData:
