@@ -72,6 +72,8 @@ NEVER_ENQUEUED: Final = (1 << 63) - 1
 #: downtime walks many empty slots).
 _EMPTY_SLOTS_PER_TURN: Final = 4096
 _CLEAN_INTERVAL_S: Final = 30.0
+#: Re-puts of one slot between two turns of the event loop (a put may not suspend at all).
+_PUTS_PER_TURN: Final = 64
 
 
 class TimerMessageStore:
@@ -253,6 +255,9 @@ class TimerMessageStore:
                 progressed = False
             if not progressed:  # wake at the next slot boundary: the write time moves then
                 await self._pause(min(self._idle_s, self._to_next_slot_s()))
+            else:
+                # a backlog of timer messages files without awaiting anything: let requests in
+                await asyncio.sleep(0)
 
     async def enqueue(self) -> bool:
         """Read the next batch of the timer topic into the wheel (``enqueue(0)``).
@@ -379,7 +384,9 @@ class TimerMessageStore:
             return 0
         units = read_chain(self.timer_log, slot.last_pos)
         deleted = deleted_keys(units, self._store.look_message_by_offset)
-        for unit in reversed(units):  # oldest first
+        for index, unit in enumerate(reversed(units)):  # oldest first
+            if index % _PUTS_PER_TURN == _PUTS_PER_TURN - 1:
+                await asyncio.sleep(0)  # a crowded slot must not hold the loop
             if unit.is_delete and not unit.is_roll:
                 continue
             msg = self._store.look_message_by_offset(unit.offset_py)
