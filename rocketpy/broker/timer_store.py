@@ -403,11 +403,16 @@ class TimerMessageStore:
 
     async def _deliver(self, msg: StoredMessage, enqueue_ms: int, *, roll: bool) -> None:
         """``convert`` + ``doPut`` with upstream's retries (3, or until stored with
-        ``timerEnableRetryUntilSuccess``); a delete message is never delivered."""
+        ``timerEnableRetryUntilSuccess``); a delete message is never delivered, nor one sent
+        straight to the timer topic without a real topic."""
         if not roll and MessageConst.TIMER_DEL_UNIQKEY in msg.properties:
             return
+        real_topic = msg.properties.get(MessageConst.REAL_TOPIC)
         if enqueue_ms != NEVER_ENQUEUED:
-            self._count(msg.properties.get(MessageConst.REAL_TOPIC), -1)
+            self._count(real_topic, -1)
+        if not real_topic:
+            log.warning("Timer message without REAL_TOPIC skipped", offset_py=msg.commit_log_offset)
+            return
         await self._delivery.put(convert(msg, enqueue_ms, self._clock.wall_ms(), roll=roll))
 
     # -- flush and checkpoint --------------------------------------------------------------

@@ -219,3 +219,26 @@ async def test_timer_flow_control_per_slot(
     other = str(int(at) + 1000)
     resp = await client.send(broker.address, "T", b"D", props={"TIMER_DELIVER_MS": other})
     assert resp.code == ResponseCode.SUCCESS
+
+
+async def test_timer_topic_sent_directly_without_real_topic_is_skipped(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A client sends straight to rmq_sys_wheel_timer: one record without TIMER_OUT_MS, one
+    due already without REAL_TOPIC. 2. A regular timer message due in 0.3 s follows.
+    Expected: the wheel skips both strays (nothing stored under an empty topic) and delivers
+    the regular one."""
+    broker = await broker_factory(store=FAST)
+    addr = broker.address
+    past = str(int(time.time() * 1000) - 1000)
+    for props in ({}, {"TIMER_OUT_MS": past}):
+        resp = await client.send(addr, TIMER_TOPIC, b"stray", props=props)
+        assert resp.code == ResponseCode.SUCCESS
+    resp = await client.send(addr, "T", b"ok", props={"TIMER_DELAY_MS": "300"})
+    assert resp.code == ResponseCode.SUCCESS
+    seen = await _arrivals(broker, client, "T", 1, 10)
+    assert set(seen) == {b"ok"}
+    assert broker.store.max_offset_in_queue("", 0) == 0
+    timer = broker.timer
+    assert timer is not None
+    assert timer.queue_offset == 3
