@@ -27,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.acting_setup import ActingMasterSetup
-from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
+from rocketpy.broker.client_manager import (
+    ConsumerManager,
+    ProducerManager,
+    notify_consumer_ids_changed,
+)
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
@@ -37,6 +41,7 @@ from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketpy.broker.pop_setup import PopSetup
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -51,16 +56,12 @@ from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.common.codes import RequestCode
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.body.config_shapes import DataVersion
-from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
-from rocketpy.remoting.protocol.headers.base import to_ext
-from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
@@ -280,6 +281,8 @@ class BrokerService:
                 apply=self.apply_config,
             ),
         )
+        self.pop = PopSetup(self.runtime, self._store_root, executor=self._executor)
+        self.pop.register(self.registry)
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -385,6 +388,7 @@ class BrokerService:
         await self.schedule.load()
         self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
+        await self.pop.start(master=not self.runtime.is_slave and self.acting is None)
         await self.server.start()
         self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
@@ -481,11 +485,13 @@ class BrokerService:
                     )
             log.info("broker shutdown: stop accepting, finish in-flight requests")
             self.hold.wake_all()
+            self.pop.wake_all()
             await self.hold.wait_woken(budget / 6)
             await self.server.stop(timeout_s=budget / 3)
             self._serving = False
         self._stop.set()
         await self.hold.stop()
+        await self.pop.stop()
         if self.acting is not None:
             await self.acting.stop()
         await self.schedule.stop()
@@ -561,16 +567,8 @@ class BrokerService:
             channel.close()
 
     def _notify_ids_changed(self, group: str, channels: Sequence[Channel]) -> None:
-        if not self._config.notify_consumer_ids_changed_enable:
-            return
-        header = to_ext(GroupRequestHeader(consumer_group=group))
-        for channel in channels:
-            if not channel.is_closed:
-                channel.invoke_oneway(
-                    RemotingCommand.request(
-                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True
-                    )
-                )
+        if self._config.notify_consumer_ids_changed_enable:
+            notify_consumer_ids_changed(group, channels)
 
     async def _sample_stats(self) -> None:
         rt = self.runtime

@@ -1,0 +1,343 @@
+"""POP consumption against a real ``bin/mqbroker`` process (proxy.md section 3).
+
+One namesrv + broker per module (``reviveInterval=100``, fast offset persistence); each test uses
+its own topic and group. The SIGKILL test starts its own broker twice on one store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rocketpy.client.simple_consumer import PopMessage, SimpleConsumer, pop_messages
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.fastjson import loads
+from rocketpy.remoting.protocol import pop as codec
+from rocketpy.remoting.protocol.command import RemotingCommand
+from tests.helpers.broker_client import JavaLikeClient
+from tests.helpers.processes import Daemon, start_broker, start_namesrv
+
+pytestmark = pytest.mark.process
+
+BROKER_EXTRA = (
+    "reviveInterval=100\nflushConsumerOffsetInterval=100\nautoCreateTopicEnable=false\n"
+    "popFromRetryProbability=20\n"
+)
+
+
+@dataclass
+class Env:
+    """The shared processes."""
+
+    tmp: Path
+    namesrv: str
+    daemon: Daemon
+    addr: str
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tmp: Path = tmp_path_factory.mktemp("pop")
+    namesrv, ns_addr = start_namesrv(tmp)
+    try:
+        daemon, addr = start_broker(tmp, ns_addr, extra=BROKER_EXTRA)
+        try:
+            yield Env(tmp, ns_addr, daemon, addr)
+            assert daemon.proc.poll() is None, daemon.output()
+        finally:
+            daemon.stop()
+    finally:
+        namesrv.stop()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[JavaLikeClient]:
+    made = JavaLikeClient()
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def create_topic(client: JavaLikeClient, addr: str, topic: str, queues: int = 1) -> None:
+    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+           "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+    resp = await client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def send(client: JavaLikeClient, addr: str, topic: str, bodies: list[bytes]) -> None:
+    for body in bodies:
+        resp = await client.send(addr, topic, body, tags="TagA")
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def pop_ext(
+    group: str,
+    topic: str,
+    *,
+    queue_id: int = -1,
+    max_nums: int = 32,
+    invisible_ms: int = 60_000,
+    poll_ms: int = 0,
+    order: bool = False,
+    attempt: str | None = None,
+) -> dict[str, str]:
+    ext = {
+        "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+        "maxMsgNums": str(max_nums), "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms),
+        "bornTime": str(int(time.time() * 1000)), "initMode": "0", "expType": "TAG", "exp": "*",
+        "order": "true" if order else "false",
+    }  # fmt: skip
+    if attempt is not None:
+        ext["attemptId"] = attempt
+    return ext
+
+
+async def pop(
+    client: JavaLikeClient, addr: str, topic: str, **kw: object
+) -> tuple[RemotingCommand, list[PopMessage]]:
+    ext = pop_ext(str(kw.pop("group")), topic, **kw)  # type: ignore[arg-type]
+    poll_s = int(ext["pollTime"]) / 1000
+    resp = await client.call(addr, RequestCode.POP_MESSAGE, ext, timeout_s=5 + poll_s)
+    if resp.code != ResponseCode.SUCCESS:
+        return resp, []
+    return resp, pop_messages(resp, topic=topic, broker_name="broker-a", broker_addr=addr)
+
+
+async def ack(client: JavaLikeClient, addr: str, group: str, msg: PopMessage) -> RemotingCommand:
+    ext = {"consumerGroup": group, "topic": msg.message.topic,
+           "queueId": str(msg.extra_info.queue_id), "extraInfo": msg.receipt_handle,
+           "offset": str(msg.extra_info.queue_offset)}  # fmt: skip
+    return await client.call(addr, RequestCode.ACK_MESSAGE, ext)
+
+
+async def test_pop_then_ack_with_the_simple_consumer(env: Env, client: JavaLikeClient) -> None:
+    """1. Create a 2-queue topic, send 5 messages.
+    2. A SimpleConsumer receives them (header infos parsed into handles) and acks each.
+    Expected: all 5 bodies once, each handle of type 0 naming broker-a; the next receive is
+    empty, also after the invisible time would have passed."""
+    await create_topic(client, env.addr, "PopAck", queues=2)
+    bodies = [f"m{i}".encode() for i in range(5)]
+    await send(client, env.addr, "PopAck", bodies)
+    consumer = SimpleConsumer(
+        "GPopAck", env.namesrv, {"PopAck": "*"}, await_duration_s=1.0, init_mode=0
+    )
+    await consumer.start()
+    try:
+        got: list[PopMessage] = []
+        async with asyncio.timeout(20):
+            while len(got) < len(bodies):
+                got += await consumer.receive(32, 2.0)
+        assert sorted(m.message.body for m in got) == bodies
+        for m in got:
+            assert m.extra_info.topic_type == codec.NORMAL_TOPIC
+            assert m.extra_info.broker_name == "broker-a"
+            assert 0 <= m.extra_info.revive_qid < 8
+            await consumer.ack(m)
+        await asyncio.sleep(2.5)
+        assert await consumer.receive(32, 2.0) == []
+    finally:
+        await consumer.shutdown()
+
+
+async def test_invisible_time_expiry_redelivers_from_retry_topic(
+    env: Env, client: JavaLikeClient
+) -> None:
+    """1. Pop one message with invisibleTime 1 s and do not ack it.
+    2. Long-poll again (pollTime 5 s).
+    Expected: the message comes back from %RETRY%G_T with reconsumeTimes 1 and a type-1
+    handle; acking that handle ends it (nothing more after another expiry)."""
+    await create_topic(client, env.addr, "PopExpire")
+    await send(client, env.addr, "PopExpire", [b"again"])
+    _, first = await pop(
+        client, env.addr, "PopExpire", group="GExp", invisible_ms=1000, poll_ms=3000
+    )
+    assert [m.message.body for m in first] == [b"again"]
+    assert first[0].message.reconsume_times == 0
+    started = time.monotonic()
+    retried: list[PopMessage] = []
+    async with asyncio.timeout(15):
+        while not retried:
+            _, retried = await pop(
+                client, env.addr, "PopExpire", group="GExp", invisible_ms=1000, poll_ms=5000
+            )
+    assert time.monotonic() - started >= 0.5
+    msg = retried[0]
+    assert msg.message.body == b"again"
+    assert msg.message.topic == "%RETRY%GExp_PopExpire"
+    assert msg.message.reconsume_times == 1
+    assert msg.extra_info.topic_type == codec.RETRY_TOPIC
+    assert msg.message.properties["RETRY_TOPIC"] == "PopExpire"
+    assert (await ack(client, env.addr, "GExp", msg)).code == ResponseCode.SUCCESS
+    await asyncio.sleep(2.0)
+    resp, again = await pop(client, env.addr, "PopExpire", group="GExp", poll_ms=1000)
+    assert again == [], [m.message.body for m in again]
+    assert resp.code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_change_invisible_time_postpones_redelivery(env: Env, client: JavaLikeClient) -> None:
+    """1. Pop with invisibleTime 1 s; change it to 30 s.
+    2. Wait 2.5 s and pop again.
+    Expected: nothing comes back; the new handle (ck start = its own offset) acks SUCCESS."""
+    await create_topic(client, env.addr, "PopChange")
+    await send(client, env.addr, "PopChange", [b"later"])
+    _, got = await pop(client, env.addr, "PopChange", group="GChg", invisible_ms=1000, poll_ms=3000)
+    msg = got[0]
+    ext = {"consumerGroup": "GChg", "topic": "PopChange", "queueId": "0",
+           "extraInfo": msg.receipt_handle, "offset": str(msg.extra_info.queue_offset),
+           "invisibleTime": "30000"}  # fmt: skip
+    resp = await client.call(env.addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert resp.ext_fields is not None
+    assert resp.ext_fields["invisibleTime"] == "30000"
+    new_pop_time = int(resp.ext_fields["popTime"])
+    assert new_pop_time >= msg.extra_info.pop_time
+    await asyncio.sleep(2.5)
+    _, again = await pop(client, env.addr, "PopChange", group="GChg")
+    assert again == []
+    new = codec.ExtraInfo(
+        ck_queue_offset=msg.extra_info.queue_offset,
+        pop_time=new_pop_time,
+        invisible_time=30_000,
+        revive_qid=msg.extra_info.revive_qid,
+        topic_type="0",
+        broker_name="broker-a",
+        queue_id=0,
+        queue_offset=msg.extra_info.queue_offset,
+    )
+    ext_ack = {"consumerGroup": "GChg", "topic": "PopChange", "queueId": "0",
+               "extraInfo": new.encode(), "offset": str(msg.extra_info.queue_offset)}  # fmt: skip
+    r = await client.call(env.addr, RequestCode.ACK_MESSAGE, ext_ack)
+    assert r.code == ResponseCode.SUCCESS
+
+
+async def test_long_polling_is_woken_by_a_send(env: Env, client: JavaLikeClient) -> None:
+    """1. Pop an empty topic with pollTime 8 s.
+    2. Send one message 0.3 s later.
+    Expected: the parked pop answers with it well before its poll time."""
+    await create_topic(client, env.addr, "PopPoll")
+    started = time.monotonic()
+    task = asyncio.create_task(pop(client, env.addr, "PopPoll", group="GPoll", poll_ms=8000))
+    await asyncio.sleep(0.3)
+    await send(client, env.addr, "PopPoll", [b"wake"])
+    resp, got = await asyncio.wait_for(task, 10)
+    assert resp.code == ResponseCode.SUCCESS
+    assert [m.message.body for m in got] == [b"wake"]
+    assert time.monotonic() - started < 4
+
+
+async def test_orderly_pop_blocks_repops_and_commits_in_order(
+    env: Env, client: JavaLikeClient
+) -> None:
+    """1. Send 3 messages to a 1-queue topic; pop 2 orderly (attempt a1, invisible 1.5 s).
+    2. Pop with attempt a2, then again with a1.
+    3. Ack both; pop (a3); let that batch expire; pop (a4).
+    Expected: 2. a2 gets nothing (queue blocked), a1 the same two messages; 3. a3 gets the
+    third message with count 0, a4 the same with count 1; revive queue 999 on every handle."""
+    await create_topic(client, env.addr, "PopOrder")
+    await send(client, env.addr, "PopOrder", [b"o0", b"o1", b"o2"])
+    kw = {"group": "GOrd", "order": True, "invisible_ms": 1500}
+    resp, first = await pop(
+        client, env.addr, "PopOrder", max_nums=2, attempt="a1", poll_ms=3000, **kw
+    )
+    assert [m.message.body for m in first] == [b"o0", b"o1"]
+    assert resp.ext_fields is not None
+    assert resp.ext_fields["reviveQid"] == "999"
+    assert resp.ext_fields["orderCountInfo"] == "0 qo0%0 0;0 qo0%1 0"
+    _, blocked = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a2", **kw)
+    assert blocked == []
+    _, same = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a1", **kw)
+    assert [m.message.body for m in same] == [b"o0", b"o1"]
+    for m in same:
+        assert (await ack(client, env.addr, "GOrd", m)).code == ResponseCode.SUCCESS
+    _, third = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a3", **kw)
+    assert [m.message.body for m in third] == [b"o2"]
+    assert third[0].message.reconsume_times == 0
+    await asyncio.sleep(1.7)
+    _, repop = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a4", **kw)
+    assert [m.message.body for m in repop] == [b"o2"]
+    assert repop[0].message.reconsume_times == 1
+
+
+async def test_bad_pop_and_ack_input_codes(env: Env, client: JavaLikeClient) -> None:
+    """Expected: maxMsgNums 33 INVALID_PARAMETER; unknown topic TOPIC_NOT_EXIST; queueId 5 of a
+    1-queue topic INVALID_PARAMETER; ack of an unknown topic TOPIC_NOT_EXIST, of a bad queue
+    MESSAGE_ILLEGAL, of an offset past the queue NO_MESSAGE; change-invisible at max offset
+    NO_MESSAGE; a stale bornTime POLLING_TIMEOUT."""
+    await create_topic(client, env.addr, "PopBad")
+    call = client.call
+    r = await call(env.addr, RequestCode.POP_MESSAGE, pop_ext("GB", "PopBad", max_nums=33))
+    assert r.code == ResponseCode.INVALID_PARAMETER
+    r = await call(env.addr, RequestCode.POP_MESSAGE, pop_ext("GB", "NoSuchTopic"))
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    r = await call(env.addr, RequestCode.POP_MESSAGE, pop_ext("GB", "PopBad", queue_id=5))
+    assert r.code == ResponseCode.INVALID_PARAMETER
+    stale = pop_ext("GB", "PopBad") | {"bornTime": str(int(time.time() * 1000) - 60_000)}
+    r = await call(env.addr, RequestCode.POP_MESSAGE, stale)
+    assert r.code == ResponseCode.POLLING_TIMEOUT
+    handle = "0 1764230400123 30000 3 0 broker-a 0 0"
+    base = {"consumerGroup": "GB", "extraInfo": handle, "offset": "0"}
+    r = await call(env.addr, RequestCode.ACK_MESSAGE, base | {"topic": "Nope", "queueId": "0"})
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    r = await call(env.addr, RequestCode.ACK_MESSAGE, base | {"topic": "PopBad", "queueId": "7"})
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL
+    far = base | {"topic": "PopBad", "queueId": "0", "offset": "99"}
+    assert (await call(env.addr, RequestCode.ACK_MESSAGE, far)).code == ResponseCode.NO_MESSAGE
+    at_max = base | {"topic": "PopBad", "queueId": "0", "invisibleTime": "1000"}
+    r = await call(env.addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, at_max)
+    assert r.code == ResponseCode.NO_MESSAGE
+
+
+def _group_offset(store: Path, topic: str, group: str) -> int | None:
+    path = store / "config" / "consumerOffset.json"
+    if not path.exists():
+        return None
+    table = loads(path.read_bytes())["offsetTable"]
+    entry = table.get(f"{topic}@{group}")
+    return None if entry is None else int(next(iter(entry.values())))
+
+
+async def test_sigkill_with_unacked_pops_revives_after_restart(
+    tmp_path: Path, client: JavaLikeClient
+) -> None:
+    """1. Own broker; send 3 messages; pop them (invisible 3 s); ack the first.
+    2. Wait until the pop offset is persisted, SIGKILL the broker, restart it on the store.
+    3. Pop (long polling) until two redeliveries arrived; ack them; wait past another expiry.
+    Expected: exactly the two un-acked messages come back (reconsumeTimes 1), the acked one
+    never; after their acks nothing comes back (revive progress neither lost nor repeated)."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    store = tmp_path / "kill-store"
+    daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k1")
+    try:
+        await create_topic(client, addr, "PopKill")
+        await send(client, addr, "PopKill", [b"k0", b"k1", b"k2"])
+        _, got = await pop(client, addr, "PopKill", group="GKill", invisible_ms=3000, poll_ms=3000)
+        assert [m.message.body for m in got] == [b"k0", b"k1", b"k2"]
+        assert (await ack(client, addr, "GKill", got[0])).code == ResponseCode.SUCCESS
+        async with asyncio.timeout(10):
+            while _group_offset(store, "PopKill", "GKill") != 3:
+                await asyncio.sleep(0.05)
+        daemon.proc.kill()
+        daemon.stop()
+        daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k2")
+        back: list[PopMessage] = []
+        async with asyncio.timeout(20):
+            while len(back) < 2:
+                _, more = await pop(client, addr, "PopKill", group="GKill", poll_ms=3000)
+                back += more
+        assert sorted(m.message.body for m in back) == [b"k1", b"k2"]
+        assert {m.message.reconsume_times for m in back} == {1}
+        for m in back:
+            assert (await ack(client, addr, "GKill", m)).code == ResponseCode.SUCCESS
+        await asyncio.sleep(4)
+        _, late = await pop(client, addr, "PopKill", group="GKill", poll_ms=500)
+        assert late == [], [m.message.body for m in late]
+    finally:
+        daemon.stop()
+        namesrv.stop()
