@@ -161,7 +161,9 @@ class PopReviveService:
 
     async def _loop(self) -> None:
         while not self._stop.is_set():
-            if not self._rt.is_slave:
+            if self._rt.is_slave:
+                self._queues.clear()  # a later term as master rescans from the progress
+            else:
                 try:
                     await self.revive_once()
                 except (OSError, TimeoutError) as e:

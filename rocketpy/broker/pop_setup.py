@@ -90,17 +90,16 @@ class PopSetup:
         for code, processor in {**self.pop.handlers(), **self.ack.handlers()}.items():
             registry.register(code, gated(gate, processor))
 
-    async def start(self, *, master: bool) -> None:
-        """Load the order info, create the revive topic, listen for arrivals, and on a master
-        start the revive service."""
+    async def start(self) -> None:
+        """Load the order info, create the revive topic, listen for arrivals, start the revive
+        service (it works only while the broker is a master)."""
         rt = self._rt
         await self.order_info.load()
         rt.topics.create_in_send_back(
             self.revive_topic, rt.config.revive_queue_num, PERM_READ | PERM_WRITE
         )
         rt.store.add_arrival_listener(self.polling.notify_message_arriving)
-        if master:
-            await self.revive.start()
+        await self.revive.start()
         self._stop.clear()
         self._persist_task = asyncio.get_running_loop().create_task(
             periodic(

@@ -388,7 +388,7 @@ class BrokerService:
         await self.schedule.load()
         self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
-        await self.pop.start(master=not self.runtime.is_slave and self.acting is None)
+        await self.pop.start()
         await self.server.start()
         self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)

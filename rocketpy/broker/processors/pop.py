@@ -402,15 +402,13 @@ class PopMessageProcessor:
             if not put.stored:
                 log.error("pop: append checkpoint failed", topic=topic, status=put.status.value)
                 return
-        if h.order:
-            if offsets:
-                counts = self._order.update(
-                    h.attempt_id, topic, h.consumer_group, queue_id, now, h.invisible_time,
-                    offsets,
-                )  # fmt: skip
-                for o in offsets:
-                    codec.build_order_count_info(state.order_info, topic, queue_id, o, counts[o])
-        elif next_offset > offset or offsets:
+        if h.order and offsets:  # orderly: committed by the acks, in order
+            counts = self._order.update(
+                h.attempt_id, topic, h.consumer_group, queue_id, now, h.invisible_time, offsets
+            )
+            for o in offsets:
+                codec.build_order_count_info(state.order_info, topic, queue_id, o, counts[o])
+        elif next_offset > offset:  # popped, or skipped by the filter
             self._commit(h, topic, queue_id, next_offset)
         state.rest += max(0, result.max_offset - next_offset)
         if not offsets:
