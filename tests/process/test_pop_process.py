@@ -7,6 +7,9 @@ its own topic and group. The SIGKILL test starts its own broker twice on one sto
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -20,7 +23,7 @@ from rocketpy.common.fastjson import loads
 from rocketpy.remoting.protocol import pop as codec
 from rocketpy.remoting.protocol.command import RemotingCommand
 from tests.helpers.broker_client import JavaLikeClient
-from tests.helpers.processes import Daemon, start_broker, start_namesrv
+from tests.helpers.processes import REPO, Daemon, bin_env, start_broker, start_namesrv
 
 pytestmark = pytest.mark.process
 
@@ -341,3 +344,31 @@ async def test_sigkill_with_unacked_pops_revives_after_restart(
     finally:
         daemon.stop()
         namesrv.stop()
+
+
+def test_benchmark_popconsumer_reports_rates(env: Env) -> None:
+    """1. Send 40 messages. 2. ``benchmark popconsumer`` for 3 s with 2 receive loops.
+    Expected: interval lines with Pop TPS and p50/p99, a summary that popped all 40, no failure;
+    afterwards nothing is left to pop (every message was acked)."""
+
+    async def prepare() -> None:
+        client = JavaLikeClient()
+        try:
+            await create_topic(client, env.addr, "PopBench", queues=2)
+            await send(client, env.addr, "PopBench", [b"b%d" % i for i in range(40)])
+        finally:
+            await client.close()
+
+    asyncio.run(prepare())
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketpy.tools.benchmark", "popconsumer", "-n", env.namesrv,
+         "-t", "PopBench", "-g", "GBench", "-w", "2", "-d", "3", "--report-interval", "1"],
+        capture_output=True, text=True, timeout=60, env=bin_env(env.tmp / "bench-logs"),
+        cwd=REPO, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"Current Time: .* \| Pop TPS: [\d,]+ \| p50\(ms\): [\d.]+ \| p99", out.stdout)
+    done = re.search(r"\[Complete\] popped ([\d,]+) messages", out.stdout)
+    assert done is not None, out.stdout
+    assert int(done.group(1).replace(",", "")) == 40, out.stdout
+    assert "Pop Failed: 0" in out.stdout
