@@ -29,7 +29,7 @@ pytestmark = pytest.mark.process
 
 BROKER_EXTRA = (
     "reviveInterval=100\nflushConsumerOffsetInterval=100\nautoCreateTopicEnable=false\n"
-    "popFromRetryProbability=20\n"
+    "popFromRetryProbability=20\npopPollingSize=1\n"
 )
 
 
@@ -312,8 +312,10 @@ async def test_sigkill_with_unacked_pops_revives_after_restart(
     """1. Own broker; send 3 messages; pop them (invisible 3 s); ack the first.
     2. Wait until the pop offset is persisted, SIGKILL the broker, restart it on the store.
     3. Pop (long polling) until two redeliveries arrived; ack them; wait past another expiry.
+    4. Stop the broker (SIGTERM) and start it again.
     Expected: exactly the two un-acked messages come back (reconsumeTimes 1), the acked one
-    never; after their acks nothing comes back (revive progress neither lost nor repeated)."""
+    never; after their acks nothing comes back, also after the second restart (the revive
+    progress was persisted: neither lost nor repeated)."""
     namesrv, ns_addr = start_namesrv(tmp_path)
     store = tmp_path / "kill-store"
     daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k1")
@@ -341,6 +343,14 @@ async def test_sigkill_with_unacked_pops_revives_after_restart(
         await asyncio.sleep(4)
         _, late = await pop(client, addr, "PopKill", group="GKill", poll_ms=500)
         assert late == [], [m.message.body for m in late]
+        daemon.stop()
+        revive = loads((store / "config" / "consumerOffset.json").read_bytes())["offsetTable"]
+        progress = revive["rmq_sys_REVIVE_LOG_DefaultCluster@CID_RMQ_SYS_REVIVE_GROUP"]
+        assert sum(int(v) for v in progress.values()) > 0
+        daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k3")
+        await asyncio.sleep(2)
+        _, after = await pop(client, addr, "PopKill", group="GKill", poll_ms=1000)
+        assert after == [], [m.message.body for m in after]
     finally:
         daemon.stop()
         namesrv.stop()
@@ -372,3 +382,70 @@ def test_benchmark_popconsumer_reports_rates(env: Env) -> None:
     assert done is not None, out.stdout
     assert int(done.group(1).replace(",", "")) == 40, out.stdout
     assert "Pop Failed: 0" in out.stdout
+
+
+async def test_batch_ack_acks_by_bit_set_and_the_rest_is_revived(
+    env: Env, client: JavaLikeClient
+) -> None:
+    """1. Pop 3 messages (invisible 1 s). 2. BATCH_ACK_MESSAGE with bits {0, 2} from the ck
+    start. Expected: only the middle message comes back, from the retry topic."""
+    await create_topic(client, env.addr, "PopBatch")
+    await send(client, env.addr, "PopBatch", [b"x0", b"x1", b"x2"])
+    _, got = await pop(client, env.addr, "PopBatch", group="GBat", invisible_ms=1000, poll_ms=3000)
+    assert [m.message.body for m in got] == [b"x0", b"x1", b"x2"]
+    extra = got[0].extra_info
+    entry = codec.BatchAck(
+        consumer_group="GBat", topic="PopBatch", retry="0", start_offset=extra.ck_queue_offset,
+        queue_id=0, revive_queue_id=extra.revive_qid, pop_time=extra.pop_time,
+        invisible_time=extra.invisible_time, bit_set=frozenset({0, 2}),
+    )  # fmt: skip
+    body = codec.encode_batch_ack_body("broker-a", [entry])
+    r = await client.call(env.addr, RequestCode.BATCH_ACK_MESSAGE, {}, body)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    back: list[PopMessage] = []
+    async with asyncio.timeout(15):
+        while not back:
+            _, back = await pop(client, env.addr, "PopBatch", group="GBat", poll_ms=3000)
+    assert [m.message.body for m in back] == [b"x1"]
+    assert (await ack(client, env.addr, "GBat", back[0])).code == ResponseCode.SUCCESS
+    await asyncio.sleep(1.5)
+    _, more = await pop(client, env.addr, "PopBatch", group="GBat", poll_ms=500)
+    assert more == []
+
+
+async def test_peek_notification_and_polling_info(env: Env, client: JavaLikeClient) -> None:
+    """1. PEEK an empty topic, NOTIFICATION without waiting. 2. Park a POP (pollTime 4 s) and a
+    second one on the same key (popPollingSize=1). 3. POLLING_INFO. 4. Send; PEEK; NOTIFICATION.
+    Expected: 1. PULL_NOT_FOUND, hasMsg false; 2. the second gets POLLING_FULL; 3. pollingNum 1;
+    4. the parked pop gets the message; peek then shows nothing left to pop (the pop committed
+    its offset) while a notification for a new group says hasMsg true."""
+    await create_topic(client, env.addr, "PopPeek")
+    peek = {"consumerGroup": "GPeek", "topic": "PopPeek", "queueId": "-1", "maxMsgNums": "8"}
+    r = await client.call(env.addr, RequestCode.PEEK_MESSAGE, peek)
+    assert r.code == ResponseCode.PULL_NOT_FOUND
+    note = {"consumerGroup": "GPeek", "topic": "PopPeek", "queueId": "-1", "pollTime": "0",
+            "bornTime": str(int(time.time() * 1000))}  # fmt: skip
+    r = await client.call(env.addr, RequestCode.NOTIFICATION, note)
+    assert (r.code, (r.ext_fields or {}).get("hasMsg")) == (ResponseCode.SUCCESS, "false")
+    parked = asyncio.create_task(pop(client, env.addr, "PopPeek", group="GPeek", poll_ms=4000))
+    info = {"consumerGroup": "GPeek", "topic": "PopPeek", "queueId": "-1"}
+    async with asyncio.timeout(5):
+        while True:
+            r = await client.call(env.addr, RequestCode.POLLING_INFO, info)
+            assert r.code == ResponseCode.SUCCESS
+            if (r.ext_fields or {}).get("pollingNum") == "1":
+                break
+            await asyncio.sleep(0.05)
+    full, _ = await pop(client, env.addr, "PopPeek", group="GPeek", poll_ms=4000)
+    assert full.code == ResponseCode.POLLING_FULL
+    await send(client, env.addr, "PopPeek", [b"seen"])
+    resp, got = await asyncio.wait_for(parked, 10)
+    assert [m.message.body for m in got] == [b"seen"], resp
+    r = await client.call(env.addr, RequestCode.PEEK_MESSAGE, peek)
+    assert r.code == ResponseCode.PULL_NOT_FOUND
+    other = note | {"consumerGroup": "GPeek2"}
+    r = await client.call(env.addr, RequestCode.NOTIFICATION, other)
+    assert (r.ext_fields or {}).get("hasMsg") == "true"
+    r = await client.call(env.addr, RequestCode.PEEK_MESSAGE, peek | {"consumerGroup": "GPeek2"})
+    assert r.code == ResponseCode.SUCCESS
+    assert r.body is not None
