@@ -255,6 +255,9 @@ class BrokerConfig(RocketSettings):
     init_pop_offset_by_check_msg_in_mem: bool = Field(True, alias="initPopOffsetByCheckMsgInMem")
     enable_pop_buffer_merge: bool = Field(False, alias="enablePopBufferMerge")
     enable_retry_topic_v2: bool = Field(False, alias="enableRetryTopicV2")
+    pop_response_return_actual_retry_topic: bool = Field(
+        False, alias="popResponseReturnActualRetryTopic"
+    )
 
     @field_validator("enable_pop_buffer_merge")
     @classmethod

@@ -6,7 +6,8 @@ ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME, and :class:`PopMessage` (a message
 ExtraInfo receipt handle). Each ``receive`` pops broker-wide (queue id -1) on the next master of
 the next subscribed topic, found through the route as the pull consumer does; the ExtraInfo of
 each message is built from the response's ``startOffsetInfo``/``msgOffsetInfo`` as
-``MQClientAPIImpl.processPopResponse`` does, and an orderly pop's ``reconsume_times`` comes from
+``MQClientAPIImpl.processPopResponse`` does (a redelivery carries its own in ``POP_CK``), and an
+orderly pop's ``reconsume_times`` comes from
 ``orderCountInfo``. Must not: ack on its own or retry a failed ack.
 """
 
@@ -42,8 +43,10 @@ _EMPTY_CODES: Final = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class PopMessage:
-    """A popped message and its handle. ``message.topic`` is the topic it is stored in (the
-    group's pop retry topic for a redelivery); ``topic`` is the subscribed one."""
+    """A popped message and its handle. ``message.topic`` is the subscribed topic (the broker
+    re-encodes redeliveries from the pop retry topic, the handle's topic type says so; with
+    ``popResponseReturnActualRetryTopic=true`` it is the retry topic); ``topic`` the topic the
+    receive asked for."""
 
     message: MessageExt
     extra_info: codec.ExtraInfo
@@ -55,17 +58,29 @@ class PopMessage:
         """The ExtraInfo text."""
         return self.extra_info.encode()
 
+    def ack_topic(self, group: str) -> str:
+        """The topic an ack or change names: the pop retry topic for a redelivery."""
+        if self.message.topic.startswith(codec.RETRY_PREFIX):
+            return self.message.topic
+        return codec.real_topic(self.extra_info.topic_type, self.message.topic, group)
+
 
 def pop_messages(
     response: RemotingCommand, *, topic: str, broker_name: str, broker_addr: str
 ) -> list[PopMessage]:
     """``processPopResponse``: the messages of a SUCCESS POP response with their handles."""
+    addr = broker_addr
     h = from_ext(PopMessageResponseHeader, response.ext_fields)
     starts = codec.parse_start_offset_info(h.start_offset_info)
     offsets = codec.parse_msg_offset_info(h.msg_offset_info)
     counts = codec.parse_order_count_info(h.order_count_info)
     out: list[PopMessage] = []
     for msg in decode_message_exts(response.body or b"", broker_name):
+        pop_ck = msg.properties.get(MessageConst.POP_CK)
+        if pop_ck:  # a retry-topic message answered under the subscribed topic
+            extra = codec.decode_extra_info(pop_ck)
+            out.append(PopMessage(message=msg, extra_info=extra, topic=topic, broker_addr=addr))
+            continue
         type_ = codec.topic_type(msg.topic)
         key = codec.info_key(type_, msg.queue_id)
         if msg.queue_offset not in offsets.get(key, ()):
@@ -84,7 +99,7 @@ def pop_messages(
             queue_offset=msg.queue_offset,
         )
         msg.properties = {**msg.properties, MessageConst.POP_CK: extra.encode()}
-        out.append(PopMessage(message=msg, extra_info=extra, topic=topic, broker_addr=broker_addr))
+        out.append(PopMessage(message=msg, extra_info=extra, topic=topic, broker_addr=addr))
     return out
 
 
@@ -194,7 +209,7 @@ class SimpleConsumer:
         """
         header = AckMessageRequestHeader(
             consumer_group=self.group,
-            topic=msg.message.topic,
+            topic=msg.ack_topic(self.group),
             queue_id=msg.extra_info.queue_id,
             extra_info=msg.receipt_handle,
             offset=msg.extra_info.queue_offset,
@@ -210,7 +225,7 @@ class SimpleConsumer:
         """
         header = ChangeInvisibleTimeRequestHeader(
             consumer_group=self.group,
-            topic=msg.message.topic,
+            topic=msg.ack_topic(self.group),
             queue_id=msg.extra_info.queue_id,
             extra_info=msg.receipt_handle,
             offset=msg.extra_info.queue_offset,

@@ -114,7 +114,7 @@ async def pop(
 
 
 async def ack(client: JavaLikeClient, addr: str, group: str, msg: PopMessage) -> RemotingCommand:
-    ext = {"consumerGroup": group, "topic": msg.message.topic,
+    ext = {"consumerGroup": group, "topic": msg.ack_topic(group),
            "queueId": str(msg.extra_info.queue_id), "extraInfo": msg.receipt_handle,
            "offset": str(msg.extra_info.queue_offset)}  # fmt: skip
     return await client.call(addr, RequestCode.ACK_MESSAGE, ext)
@@ -173,7 +173,9 @@ async def test_invisible_time_expiry_redelivers_from_retry_topic(
     assert time.monotonic() - started >= 0.5
     msg = retried[0]
     assert msg.message.body == b"again"
-    assert msg.message.topic == "%RETRY%GExp_PopExpire"
+    assert msg.message.topic == "PopExpire"  # re-encoded under the subscribed topic
+    assert msg.message.properties["POP_CK"] == msg.receipt_handle
+    assert msg.ack_topic("GExp") == "%RETRY%GExp_PopExpire"
     assert msg.message.reconsume_times == 1
     assert msg.extra_info.topic_type == codec.RETRY_TOPIC
     assert msg.message.properties["RETRY_TOPIC"] == "PopExpire"

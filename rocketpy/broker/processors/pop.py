@@ -14,9 +14,10 @@ while a popped batch is invisible and un-acked), the response header (``startOff
 ``broker/processor/PopMessageProcessor``, ``PeekMessageProcessor``, ``NotificationProcessor`` and
 ``PollingInfoProcessor`` (5.3.x, proxy.md section 3.1).
 
-Differences, on purpose: the body holds the stored records as they are, retry-topic ones under
-their retry topic (upstream's ``popResponseReturnActualRetryTopic=true``); the handle's topic type
-says which topic a message came from.
+A message popped from the retry topic is answered, as upstream's default
+``popResponseReturnActualRetryTopic=false`` does, re-encoded under the subscribed topic with its
+ExtraInfo in the ``POP_CK`` property (whose topic type says it came from the retry topic);
+``true`` answers the stored record as it is.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import structlog
@@ -36,7 +37,9 @@ from rocketpy.broker.runtime import DEFAULT_PULL_MAX_BYTES, BrokerRuntime
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.common.message.const import MessageConst
-from rocketpy.common.message.record import QUEUE_OFFSET_POS
+from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.message.properties import encode_properties
+from rocketpy.common.message.record import QUEUE_OFFSET_POS, encode_record
 from rocketpy.remoting.protocol import pop as codec
 from rocketpy.remoting.protocol.body.config_shapes import PERM_READ
 from rocketpy.remoting.protocol.body.heartbeat import SubscriptionData
@@ -413,9 +416,32 @@ class PopMessageProcessor:
         state.rest += max(0, result.max_offset - next_offset)
         if not offsets:
             return
-        state.records.extend(result.records)
+        records = result.records
+        retry = codec.topic_type(topic) != codec.NORMAL_TOPIC
+        if retry and not self._rt.config.pop_response_return_actual_retry_topic:
+            records = [self._as_subscribed(h, r, offset, revive_qid, now) for r in records]
+        state.records.extend(records)
         codec.build_start_offset_info(state.start_info, topic, queue_id, offset)
         codec.build_msg_offset_info(state.msg_info, topic, queue_id, offsets)
+
+    def _as_subscribed(
+        self, h: PopMessageRequestHeader, record: bytes, ck_offset: int, revive_qid: int, now: int
+    ) -> bytes:
+        """A retry-topic record under the subscribed topic, its handle in ``POP_CK``."""
+        rec = decode_record(record, check_crc=False)
+        extra = codec.ExtraInfo(
+            ck_queue_offset=ck_offset,
+            pop_time=now,
+            invisible_time=h.invisible_time,
+            revive_qid=revive_qid,
+            topic_type=codec.topic_type(rec.topic),
+            broker_name=self._rt.config.broker_name,
+            queue_id=rec.queue_id,
+            queue_offset=rec.queue_offset,
+        )
+        props = rec.property_map()
+        props.setdefault(MessageConst.POP_CK, extra.encode())
+        return encode_record(replace(rec, topic=h.topic, properties=encode_properties(props)))
 
     def checkpoint_message(self, ck: codec.PopCheckPoint, revive_qid: int) -> MessageToStore:
         """The ``ck`` message for the revive queue (``appendCheckPoint``)."""
