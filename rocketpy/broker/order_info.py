@@ -6,9 +6,10 @@ id, per offset its next visible time and consume count, and which offsets are ac
 (``commitOffsetBit``). A queue blocks while any un-acked offset of its batch is still invisible
 (the same ``attemptId`` is let through and gets the same messages again); an ack commits the
 queue offset only up to the first un-acked offset of the batch; a re-pop of offsets seen before
-raises their count (``orderCountInfo``). Mirrors ``broker/offset/ConsumerOrderInfoManager`` and
-its ``OrderInfo`` (5.3.x, proxy.md section 3.4); the file keeps upstream's JSON field names
-(``t``, ``i``, ``o`` -- first offset then differences --, ``ot``, ``oc``, ``l``, ``cm``, ``a``).
+by another attempt raises their count (kept only when non-zero, ``mergeOffsetConsumedCount``).
+Mirrors ``broker/offset/ConsumerOrderInfoManager`` and its ``OrderInfo`` (5.3.x, proxy.md section
+3.4); the file keeps upstream's JSON field names (``popTime``, ``i``, ``o`` -- first offset then
+differences --, ``ot``, ``oc``, ``l``, ``cm``, ``a``).
 Must not: read the store or commit consumer offsets (the processors do).
 """
 
@@ -60,7 +61,7 @@ class OrderInfo:
         """Upstream's JSON shape."""
         first = self.offsets[0] if self.offsets else 0
         return Bean(
-            t=self.pop_time,
+            popTime=self.pop_time,
             i=self.invisible_time,
             o=[first] + [o - first for o in self.offsets[1:]] if self.offsets else [],
             ot=dict(self.next_visible),
@@ -76,7 +77,7 @@ class OrderInfo:
         raw = [int(o) for o in obj.get("o") or []]
         offsets = [raw[0]] + [raw[0] + d for d in raw[1:]] if raw else []
         return cls(
-            pop_time=int(obj.get("t", 0)),
+            pop_time=int(obj.get("popTime", 0)),
             invisible_time=int(obj.get("i") or 0),
             offsets=offsets,
             next_visible={int(k): int(v) for k, v in (obj.get("ot") or {}).items()},
@@ -179,17 +180,18 @@ class ConsumerOrderInfoManager:
         invisible_time: int,
         offsets: list[int],
     ) -> dict[int, int]:
-        """``update``: a new batch was popped. Returns each offset's consume count (0 the first
-        time, +1 on every re-pop by another attempt)."""
+        """``update``: a new batch was popped. Returns the non-zero consume counts by offset
+        (an offset popped before by another attempt counts once more; the same attempt keeps
+        the previous counts)."""
         old = self.get(topic, group, queue_id)
         counts: dict[int, int] = {}
-        for offset in offsets:
-            if old is not None and offset in old.offsets:
-                previous = old.consumed_count.get(offset, 0)
-                same = bool(attempt_id) and attempt_id == old.attempt_id
-                counts[offset] = previous if same else previous + 1
-            else:
-                counts[offset] = 0
+        if old is not None and attempt_id is not None and attempt_id == old.attempt_id:
+            counts = dict(old.consumed_count)
+        elif old is not None:
+            seen = set(old.offsets)
+            for offset in offsets:
+                if offset in seen:
+                    counts[offset] = old.consumed_count.get(offset, 0) + 1
         self._table.setdefault(f"{topic}@{group}", {})[queue_id] = OrderInfo(
             pop_time=pop_time,
             invisible_time=invisible_time,

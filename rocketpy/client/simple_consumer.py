@@ -85,7 +85,7 @@ def pop_messages(
         key = codec.info_key(type_, msg.queue_id)
         if msg.queue_offset not in offsets.get(key, ()):
             raise ClientError(f"pop response lacks the offset of {msg.topic}@{msg.queue_id}")
-        count = counts.get(f"{key}@{msg.queue_offset}")
+        count = counts.get(f"{key}@{msg.queue_offset}", counts.get(key))
         if count is not None:
             msg.reconsume_times = count
         extra = codec.ExtraInfo(

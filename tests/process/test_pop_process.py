@@ -254,7 +254,7 @@ async def test_orderly_pop_blocks_repops_and_commits_in_order(
     assert [m.message.body for m in first] == [b"o0", b"o1"]
     assert resp.ext_fields is not None
     assert resp.ext_fields["reviveQid"] == "999"
-    assert resp.ext_fields["orderCountInfo"] == "0 qo0%0 0;0 qo0%1 0"
+    assert resp.ext_fields["orderCountInfo"] == "0 0 0"
     _, blocked = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a2", **kw)
     assert blocked == []
     _, same = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a1", **kw)
@@ -265,8 +265,10 @@ async def test_orderly_pop_blocks_repops_and_commits_in_order(
     assert [m.message.body for m in third] == [b"o2"]
     assert third[0].message.reconsume_times == 0
     await asyncio.sleep(1.7)
-    _, repop = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a4", **kw)
+    resp, repop = await pop(client, env.addr, "PopOrder", max_nums=2, attempt="a4", **kw)
     assert [m.message.body for m in repop] == [b"o2"]
+    assert resp.ext_fields is not None
+    assert resp.ext_fields["orderCountInfo"] == "0 qo0%2 1;0 0 1"
     assert repop[0].message.reconsume_times == 1
 
 

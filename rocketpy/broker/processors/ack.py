@@ -125,11 +125,16 @@ class AckMessageProcessor:
     async def batch_ack_message(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
-        """``BatchAckMessageRequestBody``: one ``bAck`` per entry (orderly ones commit)."""
+        """``BatchAckMessageRequestBody``: one ``bAck`` per entry (orderly ones commit). As
+        upstream, no acks is NO_MESSAGE, and an entry of an unknown queue or offsets outside
+        the queue are skipped."""
         try:
             broker_name, acks = codec.decode_batch_ack_body(request.body or b"{}")
         except CodecError as e:
             raise RemoteError(ResponseCode.MESSAGE_ILLEGAL, f"batch ack body: {e}") from e
+        if not acks:
+            return request.make_response(ResponseCode.NO_MESSAGE)
+        store = self._rt.store
         for entry in acks:
             topic = (
                 codec.pop_retry_topic(
@@ -138,19 +143,23 @@ class AckMessageProcessor:
                 if entry.retry == codec.RETRY_TOPIC
                 else entry.topic
             )
-            offsets = entry.offsets
-            if not offsets:
+            if self._rt.topics.select(topic) is None:
+                log.error("Illegal topic or queue found when batch ack", topic=topic)
                 continue
-            self._check(topic, entry.queue_id, offsets[0], upper_open=False)
+            low = store.min_offset_in_queue(topic, entry.queue_id)
+            high = store.max_offset_in_queue(topic, entry.queue_id)
+            offsets = [o for o in entry.offsets if low <= o <= high]
             if entry.revive_queue_id == codec.POP_ORDER_REVIVE_QUEUE:
                 extra = codec.ExtraInfo(
                     ck_queue_offset=entry.start_offset, pop_time=entry.pop_time,
                     invisible_time=entry.invisible_time, revive_qid=entry.revive_queue_id,
                     topic_type=codec.topic_type(topic), broker_name=broker_name or "",
-                    queue_id=entry.queue_id, queue_offset=offsets[0],
+                    queue_id=entry.queue_id, queue_offset=entry.start_offset,
                 )  # fmt: skip
                 for offset in offsets:
                     self._ack_order(entry.consumer_group, topic, entry.queue_id, offset, extra)
+                continue
+            if not offsets:
                 continue
             ack = codec.BatchAckMsg(
                 ack_offset=-1,
@@ -173,7 +182,8 @@ class AckMessageProcessor:
             topic=self._revive_topic,
             queue_id=revive_qid,
             body=ack.encode(),
-            properties={MessageConst.TAGS: tag, MessageConst.UNIQ_KEY: ack.unique_id(tag)},
+            # upstream sets genAckUniqueId last for a bAck too (ackOffset -1, suffix "ack")
+            properties={MessageConst.TAGS: tag, MessageConst.UNIQ_KEY: ack.unique_id()},
             born_timestamp=rt.clock.wall_ms(),
             born_host=rt.store_host,
         )
@@ -192,7 +202,8 @@ class AckMessageProcessor:
         next_offset = self._order.commit_and_next(topic, group, queue_id, offset, extra.pop_time)
         if next_offset == -1:
             raise RemoteError(
-                ResponseCode.SYSTEM_ERROR, f"offset {offset} is not in the popped batch"
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"offset is illegal, key:{topic}@{group}@{queue_id}, commit:{offset}",
             )
         if next_offset > -1:
             if not rt.offsets.has_offset_reset(topic, group, queue_id):
@@ -219,8 +230,9 @@ class AckMessageProcessor:
                     h.topic, h.consumer_group, h.queue_id, h.offset, extra.pop_time,
                     now + h.invisible_time,
                 )  # fmt: skip
+            # upstream answers the batch's pop time and the invisible time measured from it
             header = ChangeInvisibleTimeResponseHeader(
-                pop_time=extra.pop_time, invisible_time=h.invisible_time,
+                pop_time=extra.pop_time, invisible_time=now + h.invisible_time - extra.pop_time,
                 revive_qid=extra.revive_qid,
             )  # fmt: skip
             return request.make_response(ResponseCode.SUCCESS, None, ext_fields=to_ext(header))

@@ -409,8 +409,11 @@ class PopMessageProcessor:
             counts = self._order.update(
                 h.attempt_id, topic, h.consumer_group, queue_id, now, h.invisible_time, offsets
             )
-            for o in offsets:
-                codec.build_order_count_info(state.order_info, topic, queue_id, o, counts[o])
+            for o, count in counts.items():
+                codec.build_order_count_info(state.order_info, topic, queue_id, o, count)
+            # the queue's least count, for clients that look it up by queue id (upstream)
+            least = min(counts.values()) if len(counts) == len(offsets) else 0
+            codec.build_queue_order_count_info(state.order_info, topic, queue_id, least)
         elif next_offset > offset:  # popped, or skipped by the filter
             self._commit(h, topic, queue_id, next_offset)
         state.rest += max(0, result.max_offset - next_offset)

@@ -145,6 +145,11 @@ def build_order_count_info(
     parts.append(f"{topic_type(topic)} qo{queue_id}%{queue_offset} {count}")
 
 
+def build_queue_order_count_info(parts: list[str], topic: str, queue_id: int, count: int) -> None:
+    """``buildQueueIdOrderCountInfo``: ``"<t> <queueId> <count>"``."""
+    parts.append(f"{topic_type(topic)} {queue_id} {count}")
+
+
 def info_key(type_: str, queue_id: int) -> str:
     """``getStartOffsetInfoMapKey``: ``<t>@<queueId>``."""
     return f"{type_}@{queue_id}"

@@ -15,15 +15,16 @@ from rocketpy.remoting.protocol import pop as codec
 def test_order_info_blocks_until_acked_or_expired(tmp_path: Path) -> None:
     """1. Pop offsets 0,1 at t=1000 invisible 500 (attempt a1).
     Expected: another attempt is blocked before 1500, a1 is not; after 1500 nobody is; a re-pop
-    of the same offsets by a new attempt counts 1, by the same attempt keeps the count."""
+    of the same offsets by a new attempt counts 1, by the same attempt keeps the count; only
+    non-zero counts are kept (upstream's offsetConsumedCount)."""
     m = ConsumerOrderInfoManager(tmp_path)
-    assert m.update("a1", "T", "G", 0, 1000, 500, [0, 1]) == {0: 0, 1: 0}
+    assert m.update("a1", "T", "G", 0, 1000, 500, [0, 1]) == {}
     assert m.check_block("a2", "T", "G", 0, 500, 1200)
     assert not m.check_block("a1", "T", "G", 0, 500, 1200)
     assert not m.check_block("a2", "T", "G", 0, 500, 1500)
     assert m.update("a2", "T", "G", 0, 1600, 500, [0, 1]) == {0: 1, 1: 1}
     assert m.update("a2", "T", "G", 0, 1700, 500, [0, 1]) == {0: 1, 1: 1}
-    assert m.update("a3", "T", "G", 0, 1800, 500, [1, 2]) == {1: 2, 2: 0}
+    assert m.update("a3", "T", "G", 0, 1800, 500, [1, 2]) == {1: 2}
 
 
 def test_order_info_commits_only_up_to_the_first_unacked_offset(tmp_path: Path) -> None:
@@ -55,6 +56,7 @@ def test_order_info_next_visible_time_and_file_round_trip(tmp_path: Path) -> Non
     text = encode_table({"T@G": {0: info}})
     assert '"o":[7,2]' in text
     assert '"a":"a"' in text
+    assert '"popTime":100' in text
     assert decode_table(text.encode()) == {"T@G": {0: info}}
 
 
