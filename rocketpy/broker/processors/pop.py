@@ -259,9 +259,9 @@ class PopMessageProcessor:
             raise RemoteError(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] peeking message is forbidden"
             )
-        if h.queue_id >= topic_config.read_queue_nums or h.queue_id < -1:
+        if h.queue_id >= topic_config.read_queue_nums:  # upstream answers SYSTEM_ERROR
             raise RemoteError(
-                ResponseCode.INVALID_PARAMETER,
+                ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}]",
             )
@@ -317,22 +317,19 @@ class PopMessageProcessor:
         want = h.max_msg_nums - len(state.records)
         lock_key = f"{topic}@{h.consumer_group}@{queue_id}"
         store = self._rt.store
-        if want <= 0:
-            state.rest += max(
-                0,
-                store.max_offset_in_queue(topic, queue_id)
-                - self._offset(h, topic, queue_id, commit_init=False),
+        if want <= 0 or lock_key in self._locked:  # full, or another pop reads the queue
+            state.rest += store.max_offset_in_queue(topic, queue_id) - self._offset(
+                h, topic, queue_id, commit_init=False
             )
-            return
-        if lock_key in self._locked:
             return
         self._locked.add(lock_key)
         try:
+            offset = self._offset(h, topic, queue_id, commit_init=True)
             if h.order and self._order.check_block(
                 h.attempt_id, topic, h.consumer_group, queue_id, h.invisible_time, now
             ):
+                state.rest += store.max_offset_in_queue(topic, queue_id) - offset
                 return
-            offset = self._offset(h, topic, queue_id, commit_init=True)
             result = self._get(h.consumer_group, topic, queue_id, offset, want, subscription)
             if (
                 result.status
@@ -406,6 +403,7 @@ class PopMessageProcessor:
                 log.error("pop: append checkpoint failed", topic=topic, status=put.status.value)
                 return
         if h.order and offsets:  # orderly: committed by the acks, in order
+            self._commit(h, topic, queue_id, offset)
             counts = self._order.update(
                 h.attempt_id, topic, h.consumer_group, queue_id, now, h.invisible_time, offsets
             )
@@ -464,16 +462,18 @@ class PopMessageProcessor:
     def _offset(
         self, h: PopMessageRequestHeader, topic: str, queue_id: int, *, commit_init: bool
     ) -> int:
-        """``getPopOffset``: the committed offset, else ``getInitOffset`` (committed at once)."""
+        """``getPopOffset``: the committed offset, else ``getInitOffset``: MIN the queue's min
+        offset; MAX its last message (0 while offset 0 is still in memory with
+        ``initPopOffsetByCheckMsgInMem``), committed at once."""
         rt = self._rt
         committed = rt.offsets.query_offset(h.consumer_group, topic, queue_id)
         if committed >= 0:
             return committed
         store = rt.store
         min_offset = store.min_offset_in_queue(topic, queue_id)
-        if h.init_mode == _INIT_MODE_MIN or codec.topic_type(topic) != codec.NORMAL_TOPIC:
-            offset = min_offset
-        elif (
+        if h.init_mode == _INIT_MODE_MIN:
+            return min_offset
+        if (
             rt.config.init_pop_offset_by_check_msg_in_mem
             and min_offset <= 0
             and store.check_in_mem_by_consume_offset(topic, queue_id, 0)
