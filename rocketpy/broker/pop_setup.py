@@ -2,11 +2,9 @@
 polling, the revive service and the orderly-POP table -- so ``service.py`` only calls
 :meth:`register`, :meth:`start` and :meth:`stop`.
 
-Owns: the revive topic ``rmq_sys_REVIVE_LOG_<brokerClusterName>`` (created with
-``reviveQueueNum`` queues at start, as upstream's TopicConfigManager does), the ``pop`` request
-gate (upstream's pop and ack thread pools), the order of start (load ``consumerOrderInfo.json``,
-hook the store's arrival listener, start the revive service on a master) and stop (answer parked
-pops, stop the revive service, persist the order info). Mirrors the POP part of
+Owns: the ``pop`` request gate (upstream's pop and ack thread pools), the order of start (load
+``consumerOrderInfo.json``, hook the store's arrival listener, start the revive service) and stop
+(answer parked pops, stop the revive service, persist the order info). Mirrors the POP part of
 ``BrokerController`` (``initializeResources``, ``registerProcessor``, ``startBasicService``).
 Must not: parse or answer requests itself.
 """
@@ -30,7 +28,6 @@ from rocketpy.broker.request_gate import RequestGate, gated
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.aio import periodic
 from rocketpy.remoting.protocol import pop as codec
-from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, PERM_WRITE
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry
 from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 
@@ -91,13 +88,11 @@ class PopSetup:
             registry.register(code, gated(gate, processor))
 
     async def start(self) -> None:
-        """Load the order info, create the revive topic, listen for arrivals, start the revive
-        service (it works only while the broker is a master)."""
+        """Load the order info, listen for arrivals, start the revive service (it works only
+        while the broker is a master). The revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` is a
+        built-in topic of :class:`~rocketpy.broker.topic_config.TopicConfigManager`."""
         rt = self._rt
         await self.order_info.load()
-        rt.topics.create_in_send_back(
-            self.revive_topic, rt.config.revive_queue_num, PERM_READ | PERM_WRITE
-        )
         rt.store.add_arrival_listener(self.polling.notify_message_arriving)
         await self.revive.start()
         self._stop.clear()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.order_info import ConsumerOrderInfoManager, decode_table, encode_table
 from rocketpy.broker.pop_revive import FIRST_POP_TIME, ORIGIN_GROUP, revive_message
 from rocketpy.broker.store_api import StoredMessage
+from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.common.message.properties import decode_properties
 from rocketpy.remoting.protocol import pop as codec
 
@@ -102,3 +104,16 @@ def test_revive_message_goes_to_the_pop_retry_topic_with_one_more_reconsume() ->
     assert (again.topic, again.reconsume_times) == ("%RETRY%G_T", 2)
     assert decode_properties(again.properties)[FIRST_POP_TIME] == "1234"
     assert revive_message(ck, _stored("T", 0, {}), ("h", 1), v2=True).topic == "%RETRY%G+T"
+
+
+def test_revive_topic_is_a_builtin_system_topic(tmp_path: Path) -> None:
+    """Expected: rmq_sys_REVIVE_LOG_<cluster> exists from the start with reviveQueueNum read
+    and write queues (upstream's TopicConfigManager), as a system topic."""
+    cfg = BrokerConfig.model_validate(
+        {"brokerName": "broker-a", "brokerClusterName": "c1", "reviveQueueNum": 3}
+    )
+    mgr = TopicConfigManager(cfg, tmp_path)
+    revive = mgr.select("rmq_sys_REVIVE_LOG_c1")
+    assert revive is not None
+    assert (revive.read_queue_nums, revive.write_queue_nums, revive.perm) == (3, 3, 6)
+    assert mgr.is_system_topic("rmq_sys_REVIVE_LOG_c1")
