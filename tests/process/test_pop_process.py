@@ -453,3 +453,42 @@ async def test_peek_notification_and_polling_info(env: Env, client: JavaLikeClie
     r = await client.call(env.addr, RequestCode.PEEK_MESSAGE, peek | {"consumerGroup": "GPeek2"})
     assert r.code == ResponseCode.SUCCESS
     assert r.body is not None
+
+
+async def test_simple_consumer_follows_the_route_to_every_master(
+    tmp_path: Path, client: JavaLikeClient
+) -> None:
+    """1. Two brokers (broker-a, broker-b) on one NameServer, the topic on both, 3 messages each.
+    2. A SimpleConsumer receives until it has 6.
+    Expected: messages from both brokers, each handle naming its broker; acks go to the broker
+    that popped (nothing comes back after the invisible time)."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    daemons: list[Daemon] = []
+    try:
+        for name in ("broker-a", "broker-b"):
+            daemon, addr = start_broker(tmp_path, ns_addr, name=name, extra=BROKER_EXTRA)
+            daemons.append(daemon)
+            await create_topic(client, addr, "PopTwo", queues=2)
+            await send(client, addr, "PopTwo", [f"{name}-{i}".encode() for i in range(3)])
+        consumer = SimpleConsumer(
+            "GTwo", ns_addr, {"PopTwo": "*"}, await_duration_s=1.0, init_mode=0
+        )
+        await consumer.start()
+        try:
+            got: list[PopMessage] = []
+            async with asyncio.timeout(30):
+                while len(got) < 6:
+                    got += await consumer.receive(32, 2.0)
+            assert {m.extra_info.broker_name for m in got} == {"broker-a", "broker-b"}
+            for m in got:
+                assert m.message.body.decode().startswith(m.extra_info.broker_name)
+                await consumer.ack(m)
+            await asyncio.sleep(2.5)
+            assert await consumer.receive(32, 2.0) == []
+            assert await consumer.receive(32, 2.0) == []
+        finally:
+            await consumer.shutdown()
+    finally:
+        for daemon in daemons:
+            daemon.stop()
+        namesrv.stop()
