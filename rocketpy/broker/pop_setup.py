@@ -24,6 +24,7 @@ from rocketpy.broker.pop_long_polling import PopLongPollingService
 from rocketpy.broker.pop_revive import PopReviveService
 from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.pop import PopMessageProcessor
+from rocketpy.broker.processors.pop_query import PopQueryProcessor
 from rocketpy.broker.request_gate import RequestGate, gated
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.aio import periodic
@@ -61,6 +62,7 @@ class PopSetup:
             name=f"{rt.config.broker_name}/pop-polling",
         )
         self.pop.attach(self.polling)
+        self.query = PopQueryProcessor(rt, self.pop)
         self.ack = AckMessageProcessor(
             rt,
             revive_topic=self.revive_topic,
@@ -84,7 +86,8 @@ class PopSetup:
             max_waiting=cfg.pull_thread_pool_queue_capacity,
         )
         self._rt.gates["pop"] = gate
-        for code, processor in {**self.pop.handlers(), **self.ack.handlers()}.items():
+        handlers = {**self.pop.handlers(), **self.query.handlers(), **self.ack.handlers()}
+        for code, processor in handlers.items():
             registry.register(code, gated(gate, processor))
 
     async def start(self) -> None:

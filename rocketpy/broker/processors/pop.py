@@ -1,4 +1,4 @@
-"""POP_MESSAGE (200050), PEEK_MESSAGE (200052), NOTIFICATION (200054) and POLLING_INFO (200055).
+"""POP_MESSAGE (200050): pop messages that stay invisible until acked or revived.
 
 Owns: the pop checks (broker/topic/queue/group permission, ``maxMsgNums`` <= 32, ``bornTime``),
 the read order (``popFromRetryProbability`` percent of pops read the group's pop retry topic
@@ -10,9 +10,9 @@ committing the pop offset at once, orderly pops through
 :class:`~rocketpy.broker.order_info.ConsumerOrderInfoManager` (no checkpoint, a queue blocks
 while a popped batch is invisible and un-acked), the response header (``startOffsetInfo``,
 ``msgOffsetInfo``, ``orderCountInfo``) and parking in
-:class:`~rocketpy.broker.pop_long_polling.PopLongPollingService`. Mirrors
-``broker/processor/PopMessageProcessor``, ``PeekMessageProcessor``, ``NotificationProcessor`` and
-``PollingInfoProcessor`` (5.3.x, proxy.md section 3.1).
+:class:`~rocketpy.broker.pop_long_polling.PopLongPollingService`; its checks, offsets and reads
+are shared with ``pop_query.py`` (PEEK, NOTIFICATION, POLLING_INFO). Mirrors
+``broker/processor/PopMessageProcessor`` (5.3.x, proxy.md section 3.1).
 
 A message popped from the retry topic is answered, as upstream's default
 ``popResponseReturnActualRetryTopic=false`` does, re-encoded under the subscribed topic with its
@@ -46,11 +46,6 @@ from rocketpy.remoting.protocol.body.heartbeat import SubscriptionData
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
 from rocketpy.remoting.protocol.headers.pop import (
-    NotificationRequestHeader,
-    NotificationResponseHeader,
-    PeekMessageRequestHeader,
-    PollingInfoRequestHeader,
-    PollingInfoResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
@@ -104,6 +99,8 @@ class PopMessageProcessor:
         self._put_revive = put_revive
         self._order = order_info
         self._polling: PopLongPollingService | None = None
+        #: NOTIFICATION's processor: a parked notification is re-run through it when woken.
+        self.notification: Processor | None = None
         self._ck_counter = itertools.count()
         #: ``QueueLockManager``: ``topic@group@queueId`` keys a pop is reading right now.
         self._locked: set[str] = set()
@@ -112,14 +109,14 @@ class PopMessageProcessor:
         """Park empty pops in ``polling`` (which calls :meth:`wake_up`)."""
         self._polling = polling
 
+    @property
+    def polling(self) -> PopLongPollingService | None:
+        """Where empty pops (and notifications) are parked."""
+        return self._polling
+
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
-        return {
-            RequestCode.POP_MESSAGE: self.pop_message,
-            RequestCode.PEEK_MESSAGE: self.peek_message,
-            RequestCode.NOTIFICATION: self.notification,
-            RequestCode.POLLING_INFO: self.polling_info,
-        }
+        return {RequestCode.POP_MESSAGE: self.pop_message}
 
     def retry_topic(self, topic: str, group: str) -> str:
         """The group's pop retry topic for ``topic``."""
@@ -134,8 +131,8 @@ class PopMessageProcessor:
     async def wake_up(self, ctx: RequestContext, request: RemotingCommand) -> None:
         """Re-run a parked request without suspension and write its response."""
         try:
-            if request.code == RequestCode.NOTIFICATION:
-                response: RemotingCommand | None = await self.notification(ctx, request)
+            if request.code == RequestCode.NOTIFICATION and self.notification is not None:
+                response = await self.notification(ctx, request)
             else:
                 response = await self.process(ctx, request, allow_suspend=False)
         except (RemoteError, CodecError) as e:
@@ -163,7 +160,7 @@ class PopMessageProcessor:
                 ResponseCode.POLLING_TIMEOUT,
                 f"the broker[{rt.config.broker_ip1}] pop message is timeout too much",
             )
-        read_queues = self._check(h)
+        read_queues = self.check_request(h)
         subscription = self._subscription(h.topic, h.exp, h.exp_type)
         order = bool(h.order)
         revive_qid = (
@@ -237,7 +234,7 @@ class PopMessageProcessor:
         response.body = body
         return response
 
-    def _check(self, h: PopMessageRequestHeader) -> int:
+    def check_request(self, h: PopMessageRequestHeader) -> int:
         """The refusals of proxy.md section 3.1; returns the topic's read queue count."""
         rt = self._rt
         if not rt.broker_readable:
@@ -318,19 +315,19 @@ class PopMessageProcessor:
         lock_key = f"{topic}@{h.consumer_group}@{queue_id}"
         store = self._rt.store
         if want <= 0 or lock_key in self._locked:  # full, or another pop reads the queue
-            state.rest += store.max_offset_in_queue(topic, queue_id) - self._offset(
+            state.rest += store.max_offset_in_queue(topic, queue_id) - self.pop_offset(
                 h, topic, queue_id, commit_init=False
             )
             return
         self._locked.add(lock_key)
         try:
-            offset = self._offset(h, topic, queue_id, commit_init=True)
+            offset = self.pop_offset(h, topic, queue_id, commit_init=True)
             if h.order and self._order.check_block(
                 h.attempt_id, topic, h.consumer_group, queue_id, h.invisible_time, now
             ):
                 state.rest += store.max_offset_in_queue(topic, queue_id) - offset
                 return
-            result = self._get(h.consumer_group, topic, queue_id, offset, want, subscription)
+            result = self.read(h.consumer_group, topic, queue_id, offset, want, subscription)
             if (
                 result.status
                 in (
@@ -346,12 +343,12 @@ class PopMessageProcessor:
                 )  # fmt: skip
                 offset = result.next_begin_offset
                 self._commit(h, topic, queue_id, offset)
-                result = self._get(h.consumer_group, topic, queue_id, offset, want, subscription)
+                result = self.read(h.consumer_group, topic, queue_id, offset, want, subscription)
             await self._take(h, topic, queue_id, offset, result, revive_qid, now, state)
         finally:
             self._locked.discard(lock_key)
 
-    def _get(  # noqa: PLR0917
+    def read(  # noqa: PLR0917
         self,
         group: str,
         topic: str,
@@ -422,6 +419,9 @@ class PopMessageProcessor:
         if retry and not self._rt.config.pop_response_return_actual_retry_topic:
             records = [self._as_subscribed(h, r, offset, revive_qid, now) for r in records]
         state.records.extend(records)
+        self._rt.metrics.record_get(
+            h.consumer_group, topic, queue_id, len(records), sum(len(r) for r in records)
+        )
         codec.build_start_offset_info(state.start_info, topic, queue_id, offset)
         codec.build_msg_offset_info(state.msg_info, topic, queue_id, offsets)
 
@@ -459,7 +459,7 @@ class PopMessageProcessor:
             born_host=rt.store_host,
         )
 
-    def _offset(
+    def pop_offset(
         self, h: PopMessageRequestHeader, topic: str, queue_id: int, *, commit_init: bool
     ) -> int:
         """``getPopOffset``: the committed offset, else ``getInitOffset``: MIN the queue's min
@@ -487,105 +487,3 @@ class PopMessageProcessor:
 
     def _commit(self, h: PopMessageRequestHeader, topic: str, queue_id: int, offset: int) -> None:
         self._rt.offsets.commit_offset("pop", h.consumer_group, topic, queue_id, offset)
-
-    # -- PEEK_MESSAGE, NOTIFICATION, POLLING_INFO ------------------------------------------
-
-    async def peek_message(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | None:
-        """``PeekMessageProcessor``: read from the pop offsets without a checkpoint or commit."""
-        h = from_ext(PeekMessageRequestHeader, request.ext_fields)
-        rt = self._rt
-        pop_like = PopMessageRequestHeader(
-            consumer_group=h.consumer_group, topic=h.topic, queue_id=h.queue_id,
-            max_msg_nums=h.max_msg_nums, invisible_time=0, poll_time=0, born_time=0, init_mode=0,
-        )  # fmt: skip
-        read_queues = self._check(pop_like)
-        records: list[bytes] = []
-        rest = 0
-        qids = range(read_queues) if h.queue_id < 0 else (h.queue_id,)
-        for qid in qids:
-            want = h.max_msg_nums - len(records)
-            offset = self._offset(pop_like, h.topic, qid, commit_init=False)
-            if want > 0:
-                result = self._get(h.consumer_group, h.topic, qid, offset, want, None)
-                records.extend(result.records)
-                offset = result.next_begin_offset
-            rest += max(0, rt.store.max_offset_in_queue(h.topic, qid) - offset)
-        header = PopMessageResponseHeader(
-            pop_time=rt.clock.wall_ms(), invisible_time=0, revive_qid=0, rest_num=rest
-        )
-        code = ResponseCode.SUCCESS if records else ResponseCode.PULL_NOT_FOUND
-        response = request.make_response(code, None, ext_fields=to_ext(header))
-        response.body = b"".join(records) if records else None
-        return response
-
-    async def notification(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | None:
-        """``NotificationProcessor``: is there anything to pop? Parks like a pop when not."""
-        h = from_ext(NotificationRequestHeader, request.ext_fields)
-        rt = self._rt
-        pop_like = PopMessageRequestHeader(
-            consumer_group=h.consumer_group, topic=h.topic, queue_id=h.queue_id, max_msg_nums=1,
-            invisible_time=0, poll_time=h.poll_time, born_time=h.born_time, init_mode=0,
-        )  # fmt: skip
-        read_queues = self._check(pop_like)
-        has_msg = False
-        topics = [(h.topic, q) for q in (range(read_queues) if h.queue_id < 0 else (h.queue_id,))]
-        retry = rt.topics.select(self.retry_topic(h.topic, h.consumer_group))
-        if retry is not None:
-            topics += [(retry.topic_name, q) for q in range(retry.read_queue_nums)]
-        for topic, qid in topics:
-            offset = self._offset(pop_like, topic, qid, commit_init=False)
-            if rt.store.max_offset_in_queue(topic, qid) > offset:
-                has_msg = True
-                break
-        if not has_msg and h.poll_time > 0 and self._polling is not None:
-            parked = self._polling.polling(
-                PopRequest(
-                    ctx=ctx, request=request, topic=h.topic, group=h.consumer_group,
-                    queue_id=h.queue_id, retry_topic=self.retry_topic(h.topic, h.consumer_group),
-                    subscription=None,
-                    deadline_ms=rt.clock.monotonic_ms() + h.poll_time,
-                )
-            )  # fmt: skip
-            if parked:
-                request.ext_fields = {**(request.ext_fields or {}), "pollTime": "0"}
-                return None
-            if parked is False:
-                return request.make_response(ResponseCode.POLLING_FULL, "polling full")
-        return request.make_response(
-            ResponseCode.SUCCESS,
-            None,
-            ext_fields=to_ext(NotificationResponseHeader(has_msg=has_msg)),
-        )
-
-    async def polling_info(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | None:
-        """``PollingInfoProcessor``: parked POPs for the key."""
-        h = from_ext(PollingInfoRequestHeader, request.ext_fields)
-        rt = self._rt
-        topic_config = rt.topics.select(h.topic)
-        if topic_config is None:
-            raise RemoteError(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
-            )
-        if not 0 <= h.queue_id < topic_config.read_queue_nums and h.queue_id != -1:
-            raise RemoteError(ResponseCode.INVALID_PARAMETER, f"queueId[{h.queue_id}] is illegal")
-        if rt.groups.find(h.consumer_group) is None:
-            raise RemoteError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        num = (
-            0
-            if self._polling is None
-            else self._polling.polling_num(h.topic, h.consumer_group, h.queue_id)
-        )
-        return request.make_response(
-            ResponseCode.SUCCESS,
-            None,
-            ext_fields=to_ext(PollingInfoResponseHeader(polling_num=num)),
-        )
