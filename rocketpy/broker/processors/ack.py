@@ -8,6 +8,10 @@ orderly pops (revive queue 999) committing through
 a one-message checkpoint with the new times, then acks the old handle. Mirrors
 ``broker/processor/AckMessageProcessor`` and ``ChangeInvisibleTimeProcessor`` (5.3.x).
 Must not: revive anything (``pop_revive.py`` does).
+
+Difference, on purpose: an ack whose revive message cannot be stored answers SYSTEM_ERROR
+(upstream logs it and answers SUCCESS), so every ack answered SUCCESS is in the CommitLog.
+CHANGE_MESSAGE_INVISIBLETIME refuses ``offset == maxOffset`` (proxy.md section 3.3's [min, max)).
 """
 
 from __future__ import annotations
