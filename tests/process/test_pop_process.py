@@ -492,3 +492,33 @@ async def test_simple_consumer_follows_the_route_to_every_master(
         for daemon in daemons:
             daemon.stop()
         namesrv.stop()
+
+
+async def test_orderly_state_survives_a_restart(tmp_path: Path, client: JavaLikeClient) -> None:
+    """1. Own broker; send 2 messages; pop 1 orderly (attempt a1, invisible 20 s).
+    2. Stop the broker (SIGTERM), start it again on the store.
+    3. Pop with attempt a2; ack the first handle; pop with attempt a3.
+    Expected: config/consumerOrderInfo.json holds the batch; after the restart the queue is still
+    blocked for a2; the old handle's ack commits, and a3 gets the second message."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    store = tmp_path / "order-store"
+    daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="o1")
+    try:
+        await create_topic(client, addr, "PopOrdRestart")
+        await send(client, addr, "PopOrdRestart", [b"r0", b"r1"])
+        kw = {"group": "GOR", "order": True, "invisible_ms": 20_000, "max_nums": 1}
+        _, first = await pop(client, addr, "PopOrdRestart", attempt="a1", poll_ms=3000, **kw)
+        assert [m.message.body for m in first] == [b"r0"]
+        daemon.stop()
+        saved = loads((store / "config" / "consumerOrderInfo.json").read_bytes())
+        info = saved["table"]["PopOrdRestart@GOR"]
+        assert next(iter(info.values()))["a"] == "a1"
+        daemon, addr = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="o2")
+        _, blocked = await pop(client, addr, "PopOrdRestart", attempt="a2", **kw)
+        assert blocked == []
+        assert (await ack(client, addr, "GOR", first[0])).code == ResponseCode.SUCCESS
+        _, second = await pop(client, addr, "PopOrdRestart", attempt="a3", poll_ms=3000, **kw)
+        assert [m.message.body for m in second] == [b"r1"]
+    finally:
+        daemon.stop()
+        namesrv.stop()
