@@ -230,7 +230,9 @@ class PopMessageProcessor:
             msg_offset_info=";".join(state.msg_info),
             order_count_info=";".join(state.order_info) if h.order else None,
         )
-        response = request.make_response(code, None, ext_fields=to_ext(header))
+        # upstream's remark is the get status: FOUND, or NO_MESSAGE_IN_QUEUE when nothing
+        remark = (GetMessageStatus.FOUND if body else GetMessageStatus.NO_MESSAGE_IN_QUEUE).value
+        response = request.make_response(code, remark, ext_fields=to_ext(header))
         response.body = body
         return response
 
