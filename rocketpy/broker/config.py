@@ -122,6 +122,12 @@ class BrokerConfig(RocketSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName")
     reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
+    #: UPDATE_AND_CREATE_TOPIC may set ``message.type=MIXED`` only with this on (upstream).
+    enable_mixed_message_type: bool = Field(False, alias="enableMixedMessageType")
+    #: Refuse sends whose message type differs from the topic's ``message.type``. Upstream
+    #: checks this in the proxy (``ProxyConfig``, default true); rocketpy's broker checks it
+    #: itself when on (broker/message_type_check.py), so it is off by default here.
+    enable_topic_message_type_check: bool = Field(False, alias="enableTopicMessageTypeCheck")
 
     # -- NameServer registration
     register_name_server_period_ms: int = Field(30_000, alias="registerNameServerPeriod", ge=50)

@@ -17,6 +17,8 @@ PURE_GLOBS = (
     "common/codes.py",
     "common/errors.py",
     "common/properties.py",
+    "common/attributes.py",
+    "common/topic_message_type.py",
     "common/message/*.py",
     "remoting/protocol/**/*.py",
     "dledger/core.py",
