@@ -25,6 +25,7 @@ from typing import Any, Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
+from rocketpy.broker.message_type_check import check_topic_message_type
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
@@ -179,6 +180,8 @@ class SendMessageProcessor:
                 ext_fields=self._ext(),
             )
         try:
+            if rt.config.enable_topic_message_type_check:
+                check_topic_message_type(rt.topics, header)
             topic_config = self._msg_check(ctx, header)
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
