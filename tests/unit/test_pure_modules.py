@@ -39,6 +39,7 @@ PURE_GLOBS = (
     "store/commit_log/record.py",
     "store/**/unit.py",
     "store/epoch_entries.py",
+    "store/dledger_log/entry.py",
     "store/replication.py",
     "store/index/record.py",
     "common/fastjson.py",
