@@ -18,6 +18,8 @@ Beyond upstream (which leaves the bytes): a copy of the cut entry (its claimed s
 fits the file, else up to 64 KiB, trailing zeros dropped) goes to ``<dledger-dir>/recovery/`` and
 those bytes are zeroed, as :mod:`rocketpy.store.commit_log.recovery` does for a torn record. Must
 not: look inside bodies (the RocketMQ layer's business) or read ``checkpoint`` (:mod:`.store`).
+Walked pages are dropped from the mappings file by file (the page cache keeps them), so
+resident memory stays flat however many GiB are walked.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class _Walk:
             if step > 0:
                 process += step
                 continue
+            # Walked pages leave the mapping (page cache keeps them): RSS stays flat over GiBs.
+            mf.drop_pages(0, rel)
             if step == 0 and file_no + 1 < len(files):  # the blank tail: next file
                 file_no += 1
                 mf = files[file_no]
