@@ -242,3 +242,28 @@ def test_java_written_currterm_parses(tmp_path: Path) -> None:
     """A ``currterm`` as Java's ``properties2String`` writes it (any key order) loads."""
     (tmp_path / "currterm").write_text("voteLeader=\ncurrTerm=12\n")
     assert load_term_state(tmp_path) == TermState(curr_term=12, vote_leader=None)
+
+
+def test_files_made_ahead_are_used_or_dropped(small: DLedgerLogStore) -> None:
+    """1. Make the next data and index files ahead. 2. Append until both roll.
+    Expected: the rolls take the files made ahead (same paths, no extra files); a truncation
+    deletes a file made ahead that is no longer next; flush reports the written ends."""
+    small.append_as_leader(record(0), 1)
+    small.prepare_next_files()
+    ahead_data = small.data.directory / f"{4096:020d}"
+    ahead_index = small.index.directory / f"{512:020d}"
+    assert ahead_data.exists()
+    assert ahead_index.exists()
+    assert len(small.data.files) == 1
+    i = 1
+    while len(small.data.files) < 2 or len(small.index.files) < 2:
+        small.append_as_leader(record(i), 1)
+        i += 1
+    assert [mf.path for mf in small.data.files][1] == ahead_data
+    assert [mf.path for mf in small.index.files][1] == ahead_index
+    assert small.flush() == (small.write_pos, (small.ledger_end_index + 1) * 32)
+    small.prepare_next_files()
+    assert (small.data.directory / f"{8192:020d}").exists()
+    small.truncate_after(0)
+    assert sorted(p.name for p in small.data.directory.iterdir()) == [f"{0:020d}"]
+    assert sorted(p.name for p in small.index.directory.iterdir()) == [f"{0:020d}"]
