@@ -45,7 +45,15 @@ $(INTEROP): $(STAMP)
 	$(PY) tests/interop/install_cpp_client.py && touch $(INTEROP) || \
 		echo "interop client not installed: tests/interop will be skipped"
 
-test: $(STAMP) $(INTEROP)
+# The real 5.x gRPC client (rocketmq-python-client) for the proxy's interop tests, in a venv of its
+# own: its generated apache.rocketmq.v2 modules clash with rocketpy.proxy.pb in one process.
+INTEROP5_VENV ?= .venv-interop5
+INTEROP5 := $(INTEROP5_VENV)/.installed
+$(INTEROP5): $(STAMP)
+	$(PY) tests/interop/install_grpc_client.py $(INTEROP5_VENV) && touch $(INTEROP5) || \
+		echo "gRPC client not installed (PyPI unreachable?): its interop tests will be skipped"
+
+test: $(STAMP) $(INTEROP) $(INTEROP5)
 	$(PYTEST) -m "$(FAST_MARKERS)"
 
 test-unit: $(STAMP)
@@ -83,7 +91,7 @@ analyze: $(STAMP)
 bench-analytics: $(STAMP)
 	$(PY) -m analytics.bench $(BENCH_ARGS)
 
-test-interop: $(STAMP) $(INTEROP)
+test-interop: $(STAMP) $(INTEROP) $(INTEROP5)
 	$(PYTEST) -m interop --timeout=600
 
 CLUSTER_DIR ?= $(CURDIR)/.cluster
@@ -147,4 +155,4 @@ bench-ha-classic: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_ha_classic $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .cluster .cluster-classic .bench-store .bench-recovery .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(INTEROP5_VENV) .cluster .cluster-classic .bench-store .bench-recovery .analytics-report .pytest_cache .mypy_cache .ruff_cache build *.egg-info
