@@ -9,6 +9,7 @@ a Local implementation calling broker processors in-process is injected by ``cli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,10 +63,12 @@ class MessagingBackend(Protocol):
         ...
 
     async def send_message(
-        self, broker_name: str, broker_addr: str, queue_id: int, message: OutgoingMessage,
-        timeout_s: float,
+        self, broker_name: str, broker_addr: str, queue_id: int,
+        messages: Sequence[OutgoingMessage], timeout_s: float,
     ) -> SendOutcome:  # fmt: skip
-        """Store ``message`` in ``queue_id`` of the master ``broker_name`` at ``broker_addr``.
+        """Store ``messages`` (one topic) in ``queue_id`` of the master ``broker_name`` at
+        ``broker_addr``: one message as SEND_MESSAGE_V2, several as one SEND_BATCH_MESSAGE
+        (``ClusterMessageService.sendMessage``), so a batch has one outcome.
 
         Raises:
             ProxyError: the broker refused (mapped code), PROXY_TIMEOUT, or it is unreachable.

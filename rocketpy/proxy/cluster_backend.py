@@ -2,23 +2,32 @@
 
 Owns: :class:`ClusterBackend` (upstream ``ClusterServiceManager`` with ``TopicRouteService``,
 ``ClusterMetadataService`` and ``ClusterMessageService``: GET_ROUTEINFO_BY_TOPIC (105) to the
-NameServers, GET_TOPIC_CONFIG (351) to a master of the topic, SEND_MESSAGE_V2 (310) to the chosen
-master; proxy.md sections 2 and 4). Routes and topic configs are cached and re-fetched once older
-than ``topicRouteServiceCacheRefreshSeconds`` / ``topicConfigCacheRefreshSeconds``; a stale entry
-is served while a NameServer cannot be reached. Must not: import ``rocketpy.broker`` or know gRPC.
+NameServers, GET_TOPIC_CONFIG (351) to a master of the topic, SEND_MESSAGE_V2 (310) or
+SEND_BATCH_MESSAGE (320) to the chosen master; proxy.md sections 2 and 4). Routes and topic configs
+are cached and re-fetched once older than ``topicRouteServiceCacheRefreshSeconds`` /
+``topicConfigCacheRefreshSeconds``; a stale entry is served while a NameServer cannot be reached.
+Must not: import ``rocketpy.broker`` or know gRPC.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import random
+import time
+from collections.abc import Sequence
 from typing import Final
 
 import structlog
 
 from rocketpy.client.admin import TopicRoute, parse_route
+from rocketpy.client.instance import client_ip
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ConnectionClosed, RequestTimeout
+from rocketpy.common.message.batch_body import encode_batch_body
+from rocketpy.common.message.client_id import UniqIdGenerator
+from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.proxy.backend import SendOutcome
 from rocketpy.proxy.config import ProxyConfig
@@ -56,6 +65,10 @@ class ClusterBackend:
         #: topic -> (message type, loop time fetched)
         self._types: dict[str, tuple[TopicMessageType, float]] = {}
         self._ns_index = 0
+        #: UNIQ_KEYs of batches (``MessageClientIDSetter``; each message keeps the client's).
+        self._ids = UniqIdGenerator(
+            client_ip(), os.getpid(), random.getrandbits(32), now_ms=time.time_ns() // 1_000_000
+        )
 
     async def start(self) -> None:
         """Nothing to dial ahead: connections open on the first request."""
@@ -142,16 +155,24 @@ class ClusterBackend:
         return TopicMessageType.UNSPECIFIED
 
     async def send_message(
-        self, broker_name: str, broker_addr: str, queue_id: int, message: OutgoingMessage,
-        timeout_s: float,
+        self, broker_name: str, broker_addr: str, queue_id: int,
+        messages: Sequence[OutgoingMessage], timeout_s: float,
     ) -> SendOutcome:  # fmt: skip
         """See :meth:`MessagingBackend.send_message` (``buildSendMessageRequestHeader``)."""
+        first = messages[0]
+        if len(messages) == 1:
+            code, props, body = RequestCode.SEND_MESSAGE_V2, first.properties, first.body
+        else:  # MessageBatch.generateFromList + encode: the batch has its own UNIQ_KEY
+            code = RequestCode.SEND_BATCH_MESSAGE
+            uniq = self._ids.create(time.time_ns() // 1_000_000)
+            props = {MessageConst.WAIT: "true", MessageConst.UNIQ_KEY: uniq}
+            body = encode_batch_body((0, m.body, encode_properties(m.properties)) for m in messages)
         header = SendMessageRequestHeaderV2(
-            a=message.topic, b=message.topic, c=AUTO_CREATE_TOPIC, d=4, e=queue_id,
-            f=message.sys_flag, g=message.born_timestamp_ms, h=0,
-            i=encode_properties(message.properties), j=0, k=False, m=False, n=broker_name,
+            a=first.topic, b=first.topic, c=AUTO_CREATE_TOPIC, d=4, e=queue_id,
+            f=first.sys_flag, g=first.born_timestamp_ms, h=0, i=encode_properties(props), j=0,
+            k=False, m=len(messages) > 1, n=broker_name,
         )  # fmt: skip
-        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, to_ext(header), message.body)
+        request = RemotingCommand.request(code, to_ext(header), body)
         try:
             response = await self._remoting.invoke(broker_addr, request, timeout_s)
         except RequestTimeout as e:

@@ -101,26 +101,40 @@ class ProxyService:
         return f"{self.config.bind_address}:{self.port}"
 
     async def start(self) -> None:
-        """Start the backend, bind the gRPC port, start serving and the expiry loop."""
+        """Start the backend, bind the gRPC port, start serving and the expiry loop.
+
+        Raises:
+            OSError: the port cannot be bound (the backend is stopped again).
+        """
         await self.backend.start()
-        size = self.config.grpc_max_inbound_message_size_bytes
-        server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)]
-        )
-        self.port = server.add_insecure_port(
-            f"{self.config.bind_address}:{self.config.grpc_server_port}"
-        )
-        if self.port == 0:
-            raise OSError(f"cannot bind the gRPC port {self.address}")
-        self.activity = MessagingActivity(self.config, self.backend, self.port)
-        server.add_generic_rpc_handlers((self._handlers(self.activity),))
-        await server.start()
-        self._server = server
+        try:
+            await self._serve()
+        except BaseException:
+            await self.backend.stop()
+            raise
         self._tasks.spawn(
             periodic(EXPIRY_SCAN_S, self._expire, stop=self._stop, name="proxy/client-expiry"),
             name="proxy/client-expiry",
         )
         log.info("grpc server start successfully", address=self.address)
+
+    async def _serve(self) -> None:
+        size = self.config.grpc_max_inbound_message_size_bytes
+        # so_reuseport off: a second proxy on a taken port must fail, not share it.
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)]
+        )
+        address = f"{self.config.bind_address}:{self.config.grpc_server_port}"
+        try:
+            self.port = server.add_insecure_port(address)
+        except RuntimeError as e:  # grpcio raises RuntimeError when it cannot bind
+            raise OSError(f"cannot bind the gRPC port {address}: {e}") from e
+        if self.port == 0:
+            raise OSError(f"cannot bind the gRPC port {address}")
+        self.activity = MessagingActivity(self.config, self.backend, self.port)
+        server.add_generic_rpc_handlers((self._handlers(self.activity),))
+        await server.start()
+        self._server = server
 
     async def _expire(self) -> None:
         if self.activity is not None:

@@ -1,13 +1,13 @@
 """The RPCs of ``apache.rocketmq.v2.MessagingService`` the proxy answers, over a backend.
 
 Owns: :class:`MessagingActivity`, one method per implemented RPC, mirroring upstream's
-``RouteActivity`` (QueryRoute, QueryAssignment), ``ClientActivity`` (Heartbeat, Telemetry
-Settings, NotifyClientTermination) and ``SendMessageActivity`` + ``ProducerProcessor``
-(SendMessage: validation, topic message-type check, queue choice, SEND_MESSAGE_V2 through the
-backend, one entry per message). Every method takes a :class:`CallContext` (what the gRPC layer
-read from the call's metadata) and returns the response message or raises :class:`ProxyError`;
-``rocketpy/proxy/grpc_server.py`` turns that into the response's ``status`` (proxy.md section 2).
-Must not: touch gRPC objects, or import the broker.
+``RouteActivity`` (QueryRoute, QueryAssignment), ``ClientActivity`` (Heartbeat, Telemetry Settings,
+NotifyClientTermination) and ``SendMessageActivity`` + ``ProducerProcessor`` (SendMessage:
+validation, topic message-type check, queue choice, SEND_MESSAGE_V2 or, for several messages,
+SEND_BATCH_MESSAGE through the backend). Every method takes a :class:`CallContext` (what the gRPC
+layer read from the call's metadata) and returns the response message or raises
+:class:`ProxyError`; ``rocketpy/proxy/grpc_server.py`` turns that into the response's ``status``
+(proxy.md section 2). Must not: touch gRPC objects, or import the broker.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class MessagingActivity:
         self, req: spb.SendMessageRequest, call: CallContext
     ) -> spb.SendMessageResponse:
         """``SendMessageActivity.sendMessage`` + ``ProducerProcessor.sendMessage``: a request's
-        messages go to one queue, one SEND_MESSAGE_V2 each."""
+        messages go to one queue in one request."""
         if not req.messages:
             raise ProxyError(pb.Code.MESSAGE_CORRUPTED, "no message to send")
         topic = req.messages[0].topic
@@ -204,22 +204,18 @@ class MessagingActivity:
             for out in outgoing:
                 check_message_type(kind, message_type_of(out.properties))
         queue = self._select_queue(route, outgoing[0].message_group if len(outgoing) == 1 else "")
-        timeout_s = self._send_timeout(call)
-        entries = []
-        for out in outgoing:
-            result = await self.backend.send_message(
-                queue.broker_name, queue.broker_addr, queue.queue_id, out, timeout_s
-            )
-            entry_ok = entry_status(result.send_status)
-            entry = spb.SendResultEntry(status=entry_ok)
-            if entry_ok.code == pb.Code.OK:
-                entry.message_id = out.message_id
-                entry.transaction_id = result.transaction_id
-                entry.offset = result.queue_offset
-            entries.append(entry)
-        codes = {e.status.code for e in entries}
-        top = status(codes.pop()) if len(codes) == 1 else status(pb.Code.MULTIPLE_RESULTS)
-        return spb.SendMessageResponse(status=top, entries=entries)
+        result = await self.backend.send_message(
+            queue.broker_name, queue.broker_addr, queue.queue_id, outgoing,
+            self._send_timeout(call),
+        )  # fmt: skip
+        # convertToSendMessageResponse: one entry per broker result (a batch has one, whose
+        # message id is the messages' ids joined with "," as the batch's SendResult.msgId).
+        entry = spb.SendResultEntry(status=entry_status(result.send_status))
+        if entry.status.code == pb.Code.OK:
+            entry.message_id = ",".join(out.message_id for out in outgoing)
+            entry.transaction_id = result.transaction_id
+            entry.offset = result.queue_offset
+        return spb.SendMessageResponse(status=status(entry.status.code), entries=[entry])
 
     def _send_timeout(self, call: CallContext) -> float:
         budget = self.config.proxy_request_timeout_ms / 1000

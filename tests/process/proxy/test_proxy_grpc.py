@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 import grpc
 import pytest
 
+from rocketpy.client.pull_api import PullStatus
+from rocketpy.client.pull_consumer import PullConsumer
 from rocketpy.proxy.cluster_backend import ClusterBackend
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.grpc_server import ProxyService
@@ -174,6 +176,34 @@ async def test_send_message_ok_and_message_group_keeps_one_queue(
         assert sent.status.code == pb.Code.OK, sent.status.message
         offsets.append(sent.entries[0].offset)
     assert offsets == [offsets[0], offsets[0] + 1, offsets[0] + 2]  # one queue, in order
+
+
+async def test_send_message_batch_is_one_send_with_one_entry(
+    stub: service_pb2_grpc.MessagingServiceStub, cluster: Cluster
+) -> None:
+    """Several messages in one request go to one queue as one SEND_BATCH_MESSAGE: one entry whose
+    message id joins the messages' ids (upstream's batch SendResult)."""
+    msgs = [_message("NormalTopic", i) for i in (10, 11, 12)]
+    resp = await stub.SendMessage(
+        spb.SendMessageRequest(messages=msgs), metadata=META, timeout=TIMEOUT_S
+    )
+    assert resp.status.code == pb.Code.OK, resp.status.message
+    [entry] = resp.entries
+    assert entry.message_id == "MSGID0010,MSGID0011,MSGID0012"
+    consumer = PullConsumer("proxy_batch_reader", cluster.namesrv_addr)
+    await consumer.start()
+    try:
+        stored = {}
+        for queue in await consumer.fetch_queues("NormalTopic"):
+            result = await consumer.pull(queue, 0, max_nums=32, timeout_s=TIMEOUT_S)
+            for m in result.msgs if result.status == PullStatus.FOUND else []:
+                stored[m.msg_id] = (m.queue_id, m.queue_offset, m.body)
+    finally:
+        await consumer.shutdown()
+    batch = [stored[f"MSGID00{i}"] for i in (10, 11, 12)]
+    assert len({q for q, _, _ in batch}) == 1
+    assert [o for _, o, _ in batch] == [entry.offset, entry.offset + 1, entry.offset + 2]
+    assert [b for _, _, b in batch] == [b"body-10", b"body-11", b"body-12"]
 
 
 async def test_send_message_refusals(stub: service_pb2_grpc.MessagingServiceStub) -> None:
