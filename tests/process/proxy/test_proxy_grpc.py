@@ -31,9 +31,10 @@ TIMEOUT_S = 10.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A namesrv + broker with a NORMAL and a FIFO topic."""
+    """A namesrv + broker with a NORMAL and a FIFO topic; 16 MiB commit-log segments so that a
+    4 MiB message fits in one."""
     tmp = tmp_path_factory.mktemp("proxy")
-    c = start_cluster(tmp)
+    c = start_cluster(tmp, "mappedFileSizeCommitLog=16777216\n")
     try:
         for topic, kind in (("NormalTopic", "NORMAL"), ("FifoTopic", "FIFO")):
             done = run_bin(
@@ -204,6 +205,23 @@ async def test_send_message_batch_is_one_send_with_one_entry(
     assert len({q for q, _, _ in batch}) == 1
     assert [o for _, o, _ in batch] == [entry.offset, entry.offset + 1, entry.offset + 2]
     assert [b for _, _, b in batch] == [b"body-10", b"body-11", b"body-12"]
+
+
+async def test_send_message_g10_four_mib_body_ok_one_more_byte_refused(
+    stub: service_pb2_grpc.MessagingServiceStub,
+) -> None:
+    """A 4 MiB body passes gRPC's inbound limit (raised to grpcMaxInboundMessageSize) and the
+    proxy's maxMessageSize; one byte more is MESSAGE_BODY_TOO_LARGE."""
+    limit = 4 * 1024 * 1024
+    big = _message("NormalTopic", 20)
+    big.body = b"x" * limit
+    ok = await stub.SendMessage(spb.SendMessageRequest(messages=[big]), metadata=META, timeout=30)
+    assert ok.status.code == pb.Code.OK, ok.status.message
+    big.body = b"x" * (limit + 1)
+    refused = await stub.SendMessage(
+        spb.SendMessageRequest(messages=[big]), metadata=META, timeout=30
+    )
+    assert refused.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
 
 
 async def test_send_message_refusals(stub: service_pb2_grpc.MessagingServiceStub) -> None:
