@@ -8,6 +8,7 @@ checked for the status code and fields upstream's proxy gives (proxy.md section 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -272,3 +273,39 @@ async def test_unimplemented_rpcs_answer_not_implemented_in_their_status(
     replies = [r async for r in stream]
     assert [r.status.code for r in replies] == [pb.Code.NOT_IMPLEMENTED]
     assert await stream.code() == grpc.StatusCode.OK
+
+
+async def test_route_cache_serves_the_last_route_while_no_name_server_answers(
+    tmp_path: Path,
+) -> None:
+    """With routes re-fetched on every query (refresh 0 s), a NameServer that went away leaves
+    the last route in use instead of failing clients (``TopicRouteService``'s cache)."""
+    c = start_cluster(tmp_path)
+    config = ProxyConfig.build(
+        {"namesrvAddr": c.namesrv_addr, "grpcServerPort": 0, "bindAddress": "127.0.0.1",
+         "topicRouteServiceCacheRefreshSeconds": 0, "proxyRequestTimeoutMillis": 500}
+    )  # fmt: skip
+    service = ProxyService(config, ClusterBackend(config))
+    await service.start()
+    try:
+        created = run_bin(
+            ["mqadmin", "updateTopic", "-n", c.namesrv_addr, "-c", "DefaultCluster", "-t", "T1"],
+            tmp_path,
+        )
+        assert created.returncode == 0, created.stdout + created.stderr
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            req = spb.QueryRouteRequest(topic=pb.Resource(name="T1"), endpoints=_endpoints())
+            first = await stub.QueryRoute(req, metadata=META, timeout=TIMEOUT_S)
+            assert first.status.code == pb.Code.OK
+            assert c.namesrv.stop() == 0
+            again = await stub.QueryRoute(req, metadata=META, timeout=TIMEOUT_S)
+            assert again.status.code == pb.Code.OK
+            assert again.message_queues == first.message_queues
+            unknown = spb.QueryRouteRequest(topic=pb.Resource(name="T2"), endpoints=_endpoints())
+            failed = await stub.QueryRoute(unknown, metadata=META, timeout=TIMEOUT_S)
+            assert failed.status.code in (pb.Code.INTERNAL_SERVER_ERROR, pb.Code.PROXY_TIMEOUT)
+    finally:
+        await service.stop()
+        assert c.broker.stop() == 0
+        c.namesrv.stop()
