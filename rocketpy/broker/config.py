@@ -184,6 +184,15 @@ class BrokerConfig(RocketSettings):
     schedule_scan_interval_ms: int = Field(100, alias="scheduleScanInterval", ge=1)
     use_server_side_reset_offset: bool = Field(True, alias="useServerSideResetOffset")
 
+    # -- transactional messages (``rocketpy.broker.transaction``)
+    transaction_timeout_ms: int = Field(6_000, alias="transactionTimeOut", ge=0)
+    transaction_check_max: int = Field(15, alias="transactionCheckMax", ge=0)
+    transaction_check_interval_ms: int = Field(30_000, alias="transactionCheckInterval", ge=10)
+    end_transaction_thread_pool_nums: int = Field(16, alias="endTransactionThreadPoolNums", ge=1)
+    end_transaction_pool_queue_capacity: int = Field(
+        100_000, alias="endTransactionPoolQueueCapacity", ge=0
+    )
+
     config_black_list: str = Field("configBlackList;brokerConfigPath", alias="configBlackList")
     notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
 

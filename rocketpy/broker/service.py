@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.acting_setup import ActingMasterSetup
+from rocketpy.broker.broker2client import notify_consumer_ids_changed
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
@@ -49,18 +50,15 @@ from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.transaction.setup import TransactionSetup
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.common.codes import RequestCode
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.body.config_shapes import DataVersion
-from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
-from rocketpy.remoting.protocol.headers.base import to_ext
-from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
@@ -144,7 +142,7 @@ class BrokerService:
                 store=self._store,
                 runtime=self.runtime,
                 ha_config=self._ha_config,
-                master_services=self.schedule,
+                master_services=self.transaction.master,
                 address=lambda: self.address,
                 bump_data_version=self.topics.bump_data_version,
                 register=lambda: self.register_broker_all(force=True),
@@ -164,6 +162,7 @@ class BrokerService:
                 ha_config=self._ha_config,
                 ha=lambda: self.ha,
                 schedule=self.schedule,
+                special=self.transaction.master,
                 offsets=self.offsets,
                 address=lambda: self.address,
                 ha_server_addr=lambda: self.identity().ha_server_addr,
@@ -280,6 +279,10 @@ class BrokerService:
                 apply=self.apply_config,
             ),
         )
+        self.transaction = TransactionSetup(  # transactional messages, master services
+            self.runtime, self.registry, self.schedule, self._send, self._reput, self._store_config
+        )
+        self.transaction.check.on_failure = self._critical_failed
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -397,7 +400,7 @@ class BrokerService:
         )
         await self.hold.start()
         if not self.runtime.is_slave and self.acting is None:
-            await self.schedule.start()
+            await self.transaction.master.start()
         self._start_loops()
         await self.metrics.start()
         if self.replicas is not None:
@@ -488,7 +491,7 @@ class BrokerService:
         await self.hold.stop()
         if self.acting is not None:
             await self.acting.stop()
-        await self.schedule.stop()
+        await self.transaction.master.stop()
         await self._tasks.cancel_all()
         await self.metrics.stop()
         await self._client.close()
@@ -561,16 +564,8 @@ class BrokerService:
             channel.close()
 
     def _notify_ids_changed(self, group: str, channels: Sequence[Channel]) -> None:
-        if not self._config.notify_consumer_ids_changed_enable:
-            return
-        header = to_ext(GroupRequestHeader(consumer_group=group))
-        for channel in channels:
-            if not channel.is_closed:
-                channel.invoke_oneway(
-                    RemotingCommand.request(
-                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True
-                    )
-                )
+        if self._config.notify_consumer_ids_changed_enable:
+            notify_consumer_ids_changed(group, channels)
 
     async def _sample_stats(self) -> None:
         rt = self.runtime
