@@ -89,7 +89,18 @@ async def _marker(cluster: Cluster, topic: str) -> None:
 
 
 def bodies(msgs: list[MessageRecord]) -> list[bytes]:
+    """The bodies of ``msgs``, in order."""
     return [m.body for m in msgs]
+
+
+def recording(into: list[MessageExt], answer: LocalTransactionState) -> TransactionChecker:
+    """A checker that records what it is asked and always answers ``answer``."""
+
+    def checker(msg: MessageExt) -> LocalTransactionState:
+        into.append(msg)
+        return answer
+
+    return checker
 
 
 async def test_txn_commit_is_delivered_once_and_half_topic_is_not_pullable(
@@ -104,7 +115,7 @@ async def test_txn_commit_is_delivered_once_and_half_topic_is_not_pullable(
     the checker is never called; the half topic pull is refused with NO_PERMISSION."""
     topic = unique("TxnCommit")
     checked: list[MessageExt] = []
-    producer = txn_producer(txn_cluster, lambda m: checked.append(m) or COMMIT)
+    producer = txn_producer(txn_cluster, recording(checked, COMMIT))
     await producer.start()
     client = JavaLikeClient()
     try:
@@ -146,7 +157,7 @@ async def test_txn_rollback_is_never_delivered(txn_cluster: Cluster) -> None:
     Expected: local state ROLLBACK_MESSAGE; only the marker is in the topic; no check-back."""
     topic = unique("TxnRollback")
     checked: list[MessageExt] = []
-    producer = txn_producer(txn_cluster, lambda m: checked.append(m) or COMMIT)
+    producer = txn_producer(txn_cluster, recording(checked, COMMIT))
     await producer.start()
     try:
         async with asyncio.timeout(30):
