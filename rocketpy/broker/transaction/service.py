@@ -24,7 +24,7 @@ retried next round.
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -48,6 +48,7 @@ Put = Callable[[MessageToStore], Awaitable[PutResult]]
 MAX_PROCESS_TIME_MS: Final = 60_000
 MAX_OPS_PER_ROUND: Final = 100_000
 _OP_BATCH: Final = 32
+_YIELD_EVERY: Final = 256
 _READ_BYTES: Final = 4 * 1024 * 1024
 _END_OF_QUEUE: Final = frozenset(
     {
@@ -186,7 +187,7 @@ class TransactionalMessageService:
                 log.exception("undecodable transaction record", topic=topic, offset=offset)
         return result.status, result.next_begin_offset, msgs
 
-    def _fill_ops(self, queue_id: int, op_offset: int, half_offset: int) -> _OpState:
+    async def _fill_ops(self, queue_id: int, op_offset: int, half_offset: int) -> _OpState:
         """``fillOpRemoveMap``, over every op message from ``op_offset`` on."""
         state = _OpState()
         offset = op_offset
@@ -212,6 +213,7 @@ class TransactionalMessageService:
             if next_offset <= offset:
                 break
             offset = next_offset
+            await asyncio.sleep(0)  # a long op queue must not hold the loop
         return state
 
     async def check(
@@ -250,14 +252,17 @@ class TransactionalMessageService:
         on_check: Callable[[StoredMessage], Awaitable[None]],
         on_discard: Callable[[StoredMessage], Awaitable[None]],
     ) -> int:
-        start = self._rt.clock.wall_ms()
-        started = time.monotonic()
+        clock = self._rt.clock
+        start = clock.wall_ms()
+        deadline = clock.monotonic_ms() + MAX_PROCESS_TIME_MS
         half_offset = self._progress(util.HALF_TOPIC, queue_id)
         op_offset = self._progress(util.OP_TOPIC, queue_id)
-        ops = self._fill_ops(queue_id, op_offset, half_offset)
+        ops = await self._fill_ops(queue_id, op_offset, half_offset)
         i = half_offset
         checked = 0
-        while (time.monotonic() - started) * 1000 < MAX_PROCESS_TIME_MS:
+        while clock.monotonic_ms() < deadline:
+            if (i - half_offset) % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # nor a long half queue
             op = ops.remove.pop(i, None)
             if op is not None:
                 ops.passed(i, op)
