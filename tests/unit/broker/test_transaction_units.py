@@ -212,3 +212,37 @@ def test_op_body_and_op_offset_progress() -> None:
     assert util.parse_op_body(b"3,4,x,,17,") == [3, 4, 17]
     assert _calculate_op_offset([5, 3, 4, 7], 3) == 6
     assert _calculate_op_offset([], 9) == 9
+
+
+async def test_custom_immunity_defers_the_check_and_bounds_a_late_end(harness: MakeHarness) -> None:
+    """1. A half message with CHECK_IMMUNITY_TIME_IN_SECONDS=20 (transactionTimeOut 6 s).
+    2. A check round 7 s later, another 14 s later. 3. A producer's END_TRANSACTION (not from a
+    check) of the original, 21 s after it was born.
+    Expected: at 7 s it is not checked but put back carrying TRAN_PREPARED_QUEUE_OFFSET = its
+    queue offset; at 21 s (immunity over) the copy is checked; the late non-check commit is
+    refused with ILLEGAL_OPERATION."""
+    h = harness()
+    svc = wire_txn(h)
+    props = {**half_props(), "CHECK_IMMUNITY_TIME_IN_SECONDS": "20"}
+    resp = await h.call(RequestCode.SEND_MESSAGE_V2, v2("TxnT", props=props, f="4"), b"b")
+    assert resp is not None
+    original = h.store.queues[(HALF, 0)][0]
+    checked: list[StoredMessage] = []
+
+    async def on_check(m: StoredMessage) -> None:
+        checked.append(m)
+
+    async def on_discard(m: StoredMessage) -> None:
+        raise AssertionError(m)
+
+    h.clock.advance(7000)
+    await svc.check(6000, 15, on_check, on_discard)
+    assert checked == []
+    copies = h.store.queues[(HALF, 0)][1:]
+    assert [c.properties[MessageConst.TRAN_PREPARED_QUEUE_OFFSET] for c in copies] == ["0"]
+    h.clock.advance(14000)
+    await svc.check(6000, 15, on_check, on_discard)
+    assert [c.properties[MessageConst.TRAN_PREPARED_QUEUE_OFFSET] for c in checked] == ["0"]
+    late = await h.call(RequestCode.END_TRANSACTION, end_ext(original, 8))
+    assert late is not None
+    assert late.code == ResponseCode.ILLEGAL_OPERATION
