@@ -110,9 +110,10 @@ class TransactionProducer(Producer):
         END_TRANSACTION is healed by the broker's check-back.
 
         Raises:
-            ClientError: no route, bad body, or the half message could not be sent.
-            RemoteError: the broker refused the half message (NO_PERMISSION when it rejects
-                transactional messages).
+            ClientError: no route, bad body, or the half message could not be sent (a broker
+                with ``rejectTransactionMessage=true`` answers NO_PERMISSION, retried on
+                another broker like any send).
+            RemoteError: the broker refused the half message with a code that is not retried.
         """
         props = dict(msg.properties)
         props[MessageConst.TRAN_MSG] = "true"

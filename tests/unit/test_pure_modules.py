@@ -46,6 +46,7 @@ PURE_GLOBS = (
     "ha/protocol.py",
     "ha/state.py",
     "ha/autoswitch/sync_state.py",
+    "broker/transaction/util.py",
 )
 FORBIDDEN = {"asyncio", "socket", "mmap", "threading", "structlog", "selectors", "uvloop"}
 
