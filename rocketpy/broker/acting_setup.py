@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from rocketpy.broker.acting_api import ActingMasterAPI
-from rocketpy.broker.acting_master import ActingMasterService
+from rocketpy.broker.acting_master import ActingMasterService, SpecialService
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.escape_bridge import EscapeBridge
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -46,6 +46,7 @@ class ActingMasterSetup:
         ha_config: HAConfig | None,
         ha: Callable[[], DefaultHAService | None],
         schedule: ScheduleMessageService,
+        special: SpecialService | None = None,
         offsets: ConsumerOffsetManager,
         address: Callable[[], str],
         ha_server_addr: Callable[[], str],
@@ -61,7 +62,9 @@ class ActingMasterSetup:
             registry: where the broker's request processors are registered.
             ha_config: classic HA settings (``totalReplicas``, the housekeeping interval).
             ha: the classic HA service, if the store runs one.
-            schedule: the schedule service, run by the set's minimum-id broker only.
+            schedule: the schedule service (its progress is synced back by pre-online).
+            special: what the set's minimum-id broker runs (default: ``schedule``; the broker
+                passes the schedule and transaction check services together).
             offsets: consumer offsets (synced back by pre-online; an acting change bumps their
                 DataVersion).
             address: this broker's ``ip:port`` (the real port once bound).
@@ -83,7 +86,7 @@ class ActingMasterSetup:
             api=self.api,
             address=address,
             total_replicas=ha_config.total_replicas if ha_config is not None else 1,
-            special=schedule,
+            special=special or schedule,
             register=register,
             ha=ha,
             on_acting=offsets.bump_data_version,

@@ -17,11 +17,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.common.codes import RequestCode
 from rocketpy.remoting.protocol.body.heartbeat import BROADCASTING, SubscriptionData
-from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.protocol.headers.base import to_ext
-from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.dispatch import Channel
 
 log = structlog.get_logger(__name__)
@@ -300,16 +296,3 @@ class ProducerManager:
             if not channels:
                 del self._table[group]
         return expired
-
-
-def notify_consumer_ids_changed(group: str, channels: Sequence[Channel]) -> None:
-    """``Broker2Client.notifyConsumerIdsChanged``: a one-way NOTIFY_CONSUMER_IDS_CHANGED to
-    every open channel of ``group``."""
-    header = to_ext(GroupRequestHeader(consumer_group=group))
-    for channel in channels:
-        if not channel.is_closed:
-            channel.invoke_oneway(
-                RemotingCommand.request(
-                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True
-                )
-            )

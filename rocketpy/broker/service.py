@@ -27,11 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.acting_setup import ActingMasterSetup
-from rocketpy.broker.client_manager import (
-    ConsumerManager,
-    ProducerManager,
-    notify_consumer_ids_changed,
-)
+from rocketpy.broker.broker2client import notify_consumer_ids_changed
+from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
@@ -54,6 +51,7 @@ from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.transaction.setup import TransactionSetup
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.message.client_id import UniqIdGenerator
@@ -145,7 +143,7 @@ class BrokerService:
                 store=self._store,
                 runtime=self.runtime,
                 ha_config=self._ha_config,
-                master_services=self.schedule,
+                master_services=self.transaction.master,
                 address=lambda: self.address,
                 bump_data_version=self.topics.bump_data_version,
                 register=lambda: self.register_broker_all(force=True),
@@ -165,6 +163,7 @@ class BrokerService:
                 ha_config=self._ha_config,
                 ha=lambda: self.ha,
                 schedule=self.schedule,
+                special=self.transaction.master,
                 offsets=self.offsets,
                 address=lambda: self.address,
                 ha_server_addr=lambda: self.identity().ha_server_addr,
@@ -283,6 +282,10 @@ class BrokerService:
         )
         self.pop = PopSetup(self.runtime, self._store_root, executor=self._executor)
         self.pop.register(self.registry)
+        self.transaction = TransactionSetup(  # transactional messages, master services
+            self.runtime, self.registry, self.schedule, self._send, self._reput, self._store_config
+        )
+        self.transaction.check.on_failure = self._critical_failed
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -401,7 +404,7 @@ class BrokerService:
         )
         await self.hold.start()
         if not self.runtime.is_slave and self.acting is None:
-            await self.schedule.start()
+            await self.transaction.master.start()
         self._start_loops()
         await self.metrics.start()
         if self.replicas is not None:
@@ -494,7 +497,7 @@ class BrokerService:
         await self.pop.stop()
         if self.acting is not None:
             await self.acting.stop()
-        await self.schedule.stop()
+        await self.transaction.master.stop()
         await self._tasks.cancel_all()
         await self.metrics.stop()
         await self._client.close()
