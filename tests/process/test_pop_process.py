@@ -90,11 +90,12 @@ def pop_ext(
     poll_ms: int = 0,
     order: bool = False,
     attempt: str | None = None,
+    exp: str = "*",
 ) -> dict[str, str]:
     ext = {
         "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
         "maxMsgNums": str(max_nums), "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms),
-        "bornTime": str(int(time.time() * 1000)), "initMode": "0", "expType": "TAG", "exp": "*",
+        "bornTime": str(int(time.time() * 1000)), "initMode": "0", "expType": "TAG", "exp": exp,
         "order": "true" if order else "false",
     }  # fmt: skip
     if attempt is not None:
@@ -522,3 +523,27 @@ async def test_orderly_state_survives_a_restart(tmp_path: Path, client: JavaLike
     finally:
         daemon.stop()
         namesrv.stop()
+
+
+async def test_pop_filters_by_tag_and_skips_the_rest(env: Env, client: JavaLikeClient) -> None:
+    """1. Send TagA, TagB, TagA. 2. Pop with exp "TagA" (invisible 1 s), ack nothing.
+    3. Pop again with "TagA || TagB" until the redeliveries arrived.
+    Expected: 2. the two TagA messages (ck offsets 0 and 2); 3. only those two come back from
+    the retry topic: the TagB message was skipped by the filter, not popped, so not revived."""
+    await create_topic(client, env.addr, "PopTag")
+    for body, tag in ((b"a1", "TagA"), (b"b1", "TagB"), (b"a2", "TagA")):
+        assert (await client.send(env.addr, "PopTag", body, tags=tag)).code == 0
+    _, got = await pop(
+        client, env.addr, "PopTag", group="GTag", invisible_ms=1000, poll_ms=3000, exp="TagA"
+    )
+    assert [m.message.body for m in got] == [b"a1", b"a2"]
+    assert [m.extra_info.queue_offset for m in got] == [0, 2]
+    back: list[PopMessage] = []
+    async with asyncio.timeout(15):
+        while len(back) < 2:
+            _, more = await pop(
+                client, env.addr, "PopTag", group="GTag", poll_ms=3000, exp="TagA || TagB"
+            )
+            back += more
+    assert sorted(m.message.body for m in back) == [b"a1", b"a2"]
+    assert {m.extra_info.topic_type for m in back} == {codec.RETRY_TOPIC}
