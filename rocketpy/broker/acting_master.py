@@ -14,8 +14,9 @@ seed 003. Must not: write the store; decide routes (the NameServer presents the 
 brokerId 0 with PERM_WRITE cleared).
 
 Decided:
-* rocketpy has no transaction check service and no POP revive service, so the special services
-  are the schedule service alone.
+* rocketpy has no POP revive service, so the special services are the schedule service and the
+  transaction check; on an acting slave the check skips its rounds (upstream escapes the half
+  messages to another set's master), so they wait for the master's return.
 * When a slave becomes the acting master it moves its consumer-offset DataVersion to the next
   version (stricter than upstream): the offsets it serves from then on are the set's newest, so a
   returning master's pre-online (:mod:`rocketpy.broker.pre_online`) always adopts them.

@@ -46,8 +46,8 @@ class ActingMasterSetup:
         ha_config: HAConfig | None,
         ha: Callable[[], DefaultHAService | None],
         schedule: ScheduleMessageService,
-        offsets: ConsumerOffsetManager,
         special: SpecialService | None = None,
+        offsets: ConsumerOffsetManager,
         address: Callable[[], str],
         ha_server_addr: Callable[[], str],
         max_phy_offset: Callable[[], int],
@@ -62,9 +62,9 @@ class ActingMasterSetup:
             registry: where the broker's request processors are registered.
             ha_config: classic HA settings (``totalReplicas``, the housekeeping interval).
             ha: the classic HA service, if the store runs one.
-            schedule: the schedule service (pre-online merges its progress).
-            special: what the set's minimum-id broker runs (default: the schedule service;
-                the broker passes it with the timer store).
+            schedule: the schedule service (its progress is synced back by pre-online).
+            special: what the set's minimum-id broker runs (default: ``schedule``; the broker
+                passes the schedule, transaction check and timer services together).
             offsets: consumer offsets (synced back by pre-online; an acting change bumps their
                 DataVersion).
             address: this broker's ``ip:port`` (the real port once bound).
@@ -86,7 +86,7 @@ class ActingMasterSetup:
             api=self.api,
             address=address,
             total_replicas=ha_config.total_replicas if ha_config is not None else 1,
-            special=schedule if special is None else special,
+            special=special or schedule,
             register=register,
             ha=ha,
             on_acting=offsets.bump_data_version,

@@ -122,6 +122,12 @@ class BrokerConfig(RocketSettings):
     msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName")
     reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
+    #: UPDATE_AND_CREATE_TOPIC may set ``message.type=MIXED`` only with this on (upstream).
+    enable_mixed_message_type: bool = Field(False, alias="enableMixedMessageType")
+    #: Refuse sends whose message type differs from the topic's ``message.type``. Upstream
+    #: checks this in the proxy (``ProxyConfig``, default true); rocketpy's broker checks it
+    #: itself when on (broker/message_type_check.py), so it is off by default here.
+    enable_topic_message_type_check: bool = Field(False, alias="enableTopicMessageTypeCheck")
 
     # -- NameServer registration
     register_name_server_period_ms: int = Field(30_000, alias="registerNameServerPeriod", ge=50)
@@ -177,6 +183,15 @@ class BrokerConfig(RocketSettings):
     flush_delay_offset_interval_ms: int = Field(10_000, alias="flushDelayOffsetInterval", ge=10)
     schedule_scan_interval_ms: int = Field(100, alias="scheduleScanInterval", ge=1)
     use_server_side_reset_offset: bool = Field(True, alias="useServerSideResetOffset")
+
+    # -- transactional messages (``rocketpy.broker.transaction``)
+    transaction_timeout_ms: int = Field(6_000, alias="transactionTimeOut", ge=0)
+    transaction_check_max: int = Field(15, alias="transactionCheckMax", ge=0)
+    transaction_check_interval_ms: int = Field(30_000, alias="transactionCheckInterval", ge=10)
+    end_transaction_thread_pool_nums: int = Field(16, alias="endTransactionThreadPoolNums", ge=1)
+    end_transaction_pool_queue_capacity: int = Field(
+        100_000, alias="endTransactionPoolQueueCapacity", ge=0
+    )
 
     config_black_list: str = Field("configBlackList;brokerConfigPath", alias="configBlackList")
     notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
@@ -243,6 +258,28 @@ class BrokerConfig(RocketSettings):
     consumer_offset_update_version_step: int = Field(
         500, alias="consumerOffsetUpdateVersionStep", ge=1
     )
+
+    # -- POP consumption (``rocketpy.broker.pop_setup``); the revive service keeps due times
+    #    itself, ``enablePopBufferMerge`` is not supported and must stay false
+    revive_queue_num: int = Field(8, alias="reviveQueueNum", ge=1, le=998)
+    revive_interval_ms: int = Field(1_000, alias="reviveInterval", ge=10)
+    revive_max_slow_s: int = Field(3, alias="reviveMaxSlow", ge=0)
+    pop_from_retry_probability: int = Field(20, alias="popFromRetryProbability", ge=0, le=100)
+    pop_polling_size: int = Field(1024, alias="popPollingSize", ge=1)
+    max_pop_polling_size: int = Field(100_000, alias="maxPopPollingSize", ge=1)
+    init_pop_offset_by_check_msg_in_mem: bool = Field(True, alias="initPopOffsetByCheckMsgInMem")
+    enable_pop_buffer_merge: bool = Field(False, alias="enablePopBufferMerge")
+    enable_retry_topic_v2: bool = Field(False, alias="enableRetryTopicV2")
+    pop_response_return_actual_retry_topic: bool = Field(
+        False, alias="popResponseReturnActualRetryTopic"
+    )
+
+    @field_validator("enable_pop_buffer_merge")
+    @classmethod
+    def _no_buffer_merge(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("PopBufferMergeService is not supported; set it to false")
+        return value
 
     @field_validator("broker_name", "broker_cluster_name")
     @classmethod

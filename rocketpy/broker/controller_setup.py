@@ -3,7 +3,7 @@
 Owns: building the :class:`ReplicasManager` (persistent broker id, epoch file, role changes
 from the controller), registering its two requests (NOTIFY_BROKER_ROLE_CHANGED,
 GET_BROKER_EPOCH_CACHE), building the AutoSwitch HA service once the epoch file is open, and
-what a role change does to the broker (writes on or off, the schedule service, a new
+what a role change does to the broker (writes on or off, the master services, a new
 DataVersion, an immediate registration). ``service.py`` creates one when controller mode is on
 and keeps the manager and HA service as ``replicas``/``auto_ha``. Mirrors the controller-mode
 branches of ``BrokerController.initialize`` and ``ReplicasManager.changeToMaster/Slave``'s
@@ -68,7 +68,7 @@ class ControllerModeSetup:
             store: the message store (its max physical offset is reported to controllers).
             runtime: the shared broker state; a role change sets ``is_slave``.
             ha_config: HA settings; with the default store they turn on AutoSwitch HA.
-            master_services: what runs on a master only (the schedule service).
+            master_services: what runs on a master only (schedule and transaction check).
             address: this broker's ``ip:port`` (the real port once bound).
             bump_data_version: a role change registers topics under a new DataVersion.
             register: a forced ``registerBrokerAll``.

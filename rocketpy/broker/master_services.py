@@ -1,19 +1,20 @@
 """The services only a master runs, and the re-put they share.
 
-Owns: :class:`MasterServices` (the schedule service and the timer store started and stopped as
-one ``SpecialService``: at a master's start, on a controller-mode role change, or as the
-acting master of slave-acting-master mode), :class:`MasterReput` (how a due delayed or timer
-message is stored: into this broker's store, or escaped to another group's master while this
-slave acts) and :func:`build_timer` (the timer store, the send path's timer hook and the
-GET_TIMER_CHECK_POINT/GET_TIMER_METRICS processor of one broker). Mirrors the master-only parts
-of ``BrokerController.startBasicService``/``changeSpecialServiceStatus`` and the timer wiring of
-``BrokerController.initialize``. Must not: decide roles (``controller_setup.py``,
-``acting_master.py`` do).
+Owns: :class:`MasterServices` (the schedule and transaction check services and the timer store
+started and stopped as one ``SpecialService``: at a master's start, on a controller-mode role
+change, or as the acting master of slave-acting-master mode), :class:`MasterReput` (how a due
+delayed or timer message is stored: into this broker's store, or escaped to another group's
+master while this slave acts) and :func:`build_timer` (the timer store, the send path's timer
+hook and the GET_TIMER_CHECK_POINT/GET_TIMER_METRICS processor of one broker). Mirrors the
+master-only parts of ``BrokerController.startBasicService``/``changeSpecialServiceStatus`` and
+the timer wiring of ``BrokerController.initialize``. Must not: decide roles
+(``controller_setup.py``, ``acting_master.py`` do).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.processors.timer import TimerProcessor
@@ -30,11 +31,16 @@ from rocketpy.store.config import MessageStoreConfig
 
 
 class MasterServices:
-    """The schedule service and the timer store, as one start/stop."""
+    """The master's services (``others``: the schedule and transaction check services, as
+    ``transaction/setup.py`` starts them) and the timer store, as one start/stop."""
 
-    def __init__(self, schedule: ScheduleMessageService, timer: TimerMessageStore | None) -> None:
-        """Args: ``schedule`` delay levels; ``timer`` the timer store (None when disabled)."""
+    def __init__(
+        self, schedule: ScheduleMessageService, others: Service, timer: TimerMessageStore | None
+    ) -> None:
+        """Args: ``schedule`` delay levels (loaded here); ``others`` what else a master runs,
+        schedule included; ``timer`` the timer store (None when disabled)."""
         self.schedule = schedule
+        self.others = others
         self.timer = timer
 
     async def load(self) -> None:
@@ -44,22 +50,34 @@ class MasterServices:
             await self.timer.load()
 
     async def start(self) -> None:
-        """Start both."""
-        await self.schedule.start()
+        """Start them all."""
+        await self.others.start()
         if self.timer is not None:
             await self.timer.start()
 
     async def stop(self) -> None:
-        """Stop both (idempotent)."""
+        """Stop them all (idempotent)."""
         if self.timer is not None:
             await self.timer.stop()
-        await self.schedule.stop()
+        await self.others.stop()
 
     async def close(self) -> None:
         """Stop both and close the timer files (broker stop)."""
         await self.stop()
         if self.timer is not None:
             await self.timer.close()
+
+
+class Service(Protocol):
+    """A service started on a master and stopped when it no longer is one."""
+
+    async def start(self) -> None:
+        """Start it."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop it (idempotent)."""
+        ...
 
 
 class MasterReput:

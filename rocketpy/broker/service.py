@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from rocketpy.broker.acting_setup import ActingMasterSetup
+from rocketpy.broker.broker2client import notify_consumer_ids_changed
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
@@ -38,6 +39,7 @@ from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketpy.broker.pop_setup import PopSetup
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -50,18 +52,15 @@ from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.transaction.setup import TransactionSetup
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
-from rocketpy.common.codes import RequestCode
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.ha.autoswitch.service import AutoSwitchHAService
 from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.remoting.protocol.body.config_shapes import DataVersion
-from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import FrameLimits
-from rocketpy.remoting.protocol.headers.base import to_ext
-from rocketpy.remoting.protocol.headers.broker import GroupRequestHeader
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
@@ -284,11 +283,17 @@ class BrokerService:
                 apply=self.apply_config,
             ),
         )
+        self.pop = PopSetup(self.runtime, self._store_root, executor=self._executor)
+        self.pop.register(self.registry)
+        self.transaction = TransactionSetup(  # transactional messages, master services
+            self.runtime, self.registry, self.schedule, self._send, self._reput, self._store_config
+        )
+        self.transaction.check.on_failure = self._critical_failed
         self.timer = build_timer(
             self._store_config, rt=self.runtime, store=self._store, reput=self._reput,
             send=self._send, registry=self.registry, clock=clock, on_failure=self._critical_failed,
         )  # fmt: skip
-        self.master_services = MasterServices(self.schedule, self.timer)
+        self.master_services = MasterServices(self.schedule, self.transaction.master, self.timer)
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -395,6 +400,7 @@ class BrokerService:
         await self.master_services.load()
         self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
+        await self.pop.start()
         await self.server.start()
         self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
@@ -491,11 +497,13 @@ class BrokerService:
                     )
             log.info("broker shutdown: stop accepting, finish in-flight requests")
             self.hold.wake_all()
+            self.pop.wake_all()
             await self.hold.wait_woken(budget / 6)
             await self.server.stop(timeout_s=budget / 3)
             self._serving = False
         self._stop.set()
         await self.hold.stop()
+        await self.pop.stop()
         if self.acting is not None:
             await self.acting.stop()
         await self.master_services.close()
@@ -571,16 +579,8 @@ class BrokerService:
             channel.close()
 
     def _notify_ids_changed(self, group: str, channels: Sequence[Channel]) -> None:
-        if not self._config.notify_consumer_ids_changed_enable:
-            return
-        header = to_ext(GroupRequestHeader(consumer_group=group))
-        for channel in channels:
-            if not channel.is_closed:
-                channel.invoke_oneway(
-                    RemotingCommand.request(
-                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True
-                    )
-                )
+        if self._config.notify_consumer_ids_changed_enable:
+            notify_consumer_ids_changed(group, channels)
 
     async def _sample_stats(self) -> None:
         rt = self.runtime

@@ -22,6 +22,7 @@ import structlog
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.config_files import ConfigFile, topics_file
+from rocketpy.common.attributes import TOPIC_ATTRIBUTES, alter_current_attributes
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.remoting.protocol.body.config_shapes import (
     PERM_INHERIT,
@@ -31,6 +32,7 @@ from rocketpy.remoting.protocol.body.config_shapes import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from rocketpy.remoting.protocol.pop import revive_topic
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +83,7 @@ class TopicConfigManager:
         )
 
     def _init_builtin(self) -> None:
-        """``TopicConfigManager.init``; pop/revive and static-topic internals are out of scope."""
+        """``TopicConfigManager.init``; static-topic internals are out of scope."""
         cfg = self._config
         self._builtin(tv.RMQ_SYS_SELF_TEST_TOPIC, 1)
         if cfg.auto_create_topic_enable:
@@ -103,6 +105,7 @@ class TopicConfigManager:
         self._builtin(f"{cfg.broker_cluster_name}_{tv.REPLY_TOPIC_POSTFIX}", 1)
         self._builtin(tv.RMQ_SYS_TRANS_HALF_TOPIC, 1)
         self._builtin(tv.RMQ_SYS_TRANS_OP_HALF_TOPIC, 1)
+        self._builtin(revive_topic(cfg.broker_cluster_name), cfg.revive_queue_num)  # POP
 
     async def load(self) -> None:
         """Overlay ``topics.json`` (or its ``.bak``) on the built-in table.
@@ -261,13 +264,26 @@ class TopicConfigManager:
         self._changed()
         return created
 
-    def update(self, topic_config: TopicConfig) -> None:
-        """``updateTopicConfig`` (UPDATE_AND_CREATE_TOPIC): replace or create; attributes merge
-        over the current ones."""
+    def update(
+        self, topic_config: TopicConfig, modification: Mapping[str, str] | None = None
+    ) -> None:
+        """``updateTopicConfig`` (UPDATE_AND_CREATE_TOPIC): replace or create. The topic's
+        attributes become its current ones altered by ``modification`` (signed keys,
+        ``AttributeUtil.alterCurrentAttributes`` over ``TopicAttributes.ALL``); the
+        ``attributes`` of ``topic_config`` itself are ignored.
+
+        Raises:
+            InvalidAttributeError: the modification is refused; the table is unchanged.
+        """
         old = self._table.get(topic_config.topic_name)
+        attributes = alter_current_attributes(
+            old is None,
+            TOPIC_ATTRIBUTES,
+            old.attributes if old is not None else {},
+            modification or {},
+        )
+        topic_config = replace(topic_config, attributes=attributes)
         if old is not None:
-            attributes = {**old.attributes, **topic_config.attributes}
-            topic_config = replace(topic_config, attributes=attributes)
             log.info("update topic config", topic=topic_config.topic_name)
         else:
             log.info("create new topic", topic=topic_config.topic_name)

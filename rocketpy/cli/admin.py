@@ -17,7 +17,7 @@ import time
 from typing import NoReturn
 
 from rocketpy.cli import admin_broker, admin_consumer, admin_message, admin_topic
-from rocketpy.cli.admin_base import COMMANDS, Command, command, printf
+from rocketpy.cli.admin_base import COMMANDS, Command, attach_attribute_values, command, printf
 from rocketpy.cli.admin_controller import CONTROLLER_COMMANDS, ControllerCommand
 from rocketpy.client.admin import AdminClient, BrokerInfo
 from rocketpy.client.controller_admin import ControllerAdminClient
@@ -286,7 +286,7 @@ async def _run(cmd: Command, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqadmin``."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_attribute_values(sys.argv[1:] if argv is None else argv))
     if not args.command:
         parser.print_help()
         return 2

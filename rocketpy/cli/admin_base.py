@@ -88,3 +88,25 @@ async def target_addrs(args: argparse.Namespace, admin: AdminClient) -> list[str
     if not addrs:
         raise AdminError(f"no master broker in cluster {args.cluster_name!r}")
     return addrs
+
+
+_ATTRIBUTE_OPTIONS = frozenset({"-a", "--attributes"})
+
+
+def attach_attribute_values(argv: list[str]) -> list[str]:
+    """``-a -key`` / ``--attributes -key`` (delete an attribute) as commons-cli reads them:
+    argparse takes a value starting with ``-`` for an option and refuses the command, so such a
+    value is attached to its option (``-a-key``, ``--attributes=-key``). A following token that
+    looks like a short option (``-n``) or a long one is left alone."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if arg in _ATTRIBUTE_OPTIONS and len(nxt) > 2 and nxt[0] == "-" and nxt[1] != "-":
+            out.append(f"{arg}{nxt}" if arg == "-a" else f"{arg}={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out

@@ -11,6 +11,7 @@ import argparse
 
 from rocketpy.cli.admin_base import broker_or_cluster, command, front, human_ms, java_bool, printf
 from rocketpy.client.admin import AdminClient, AdminError, TopicSpec
+from rocketpy.common.attributes import InvalidAttributeError, parse_to_map, parse_to_string
 from rocketpy.remoting.protocol.body.broker import MessageQueue, TopicOffset
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
@@ -34,10 +35,10 @@ def _update_topic_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--hasUnitSub", default="false", help="has unit sub (true|false)")
 
 
-def _topic_config_string(spec: TopicSpec) -> str:
-    """``TopicConfig.toString``."""
-    pairs = (item.strip()[1:].partition("=") for item in (spec.attributes or "").split(","))
-    attrs = ", ".join(f"{k}={v}" for k, _, v in pairs if k)
+def _topic_config_string(spec: TopicSpec, modification: dict[str, str]) -> str:
+    """``TopicConfig.toString``; like upstream the attributes are the parsed ``-a`` map, signs
+    kept (Java's HashMap order; sorted here)."""
+    attrs = ", ".join(f"{k}={v}" for k, v in sorted(modification.items()))
     return (
         f"TopicConfig [topicName={spec.topic}, readQueueNums={spec.read_queue_nums}, "
         f"writeQueueNums={spec.write_queue_nums}, perm={_perm_string(spec.perm)}, "
@@ -56,6 +57,10 @@ async def update_topic(args: argparse.Namespace, admin: AdminClient) -> int:
         raise AdminError("readQueueNums and writeQueueNums must be positive")
     # TopicSysFlag.buildSysFlag(unit, hasUnitSub)
     sys_flag = (1 if java_bool(args.unit) else 0) | (2 if java_bool(args.hasUnitSub) else 0)
+    try:
+        modification = parse_to_map(args.attributes.strip() if args.attributes else None)
+    except InvalidAttributeError as e:
+        raise AdminError(f"bad -a/--attributes: {e}") from e
     spec = TopicSpec(
         topic=args.topic.strip(),
         read_queue_nums=args.read,
@@ -63,7 +68,7 @@ async def update_topic(args: argparse.Namespace, admin: AdminClient) -> int:
         perm=args.perm,
         topic_sys_flag=sys_flag,
         order=java_bool(args.order),
-        attributes=args.attributes.strip() if args.attributes else None,
+        attributes=parse_to_string(modification) or None,
     )
     if args.broker_addr:
         addr = args.broker_addr.strip()
@@ -86,7 +91,7 @@ async def update_topic(args: argparse.Namespace, admin: AdminClient) -> int:
             conf = ";".join(f"{b.broker_name}:{spec.write_queue_nums}" for b in brokers)
             await admin.put_kv_config(ORDER_TOPIC_CONFIG, spec.topic, conf)
             print(f"set cluster orderConf. isOrder=true, orderConf=[{conf}]")
-    print(_topic_config_string(spec))
+    print(_topic_config_string(spec, modification))
     return 0
 
 

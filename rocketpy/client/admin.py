@@ -22,12 +22,17 @@ from rocketpy.remoting.protocol.body.admin import (
     decode_topic_stats,
 )
 from rocketpy.remoting.protocol.body.broker import MessageQueue, TopicOffset
-from rocketpy.remoting.protocol.body.config_shapes import TopicFilterType
+from rocketpy.remoting.protocol.body.config_shapes import (
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+)
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import to_ext
 from rocketpy.remoting.protocol.headers.broker import (
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -354,6 +359,30 @@ class AdminClient:
             attributes=config.attributes or None,
         )
         await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, to_ext(header))
+
+    async def topic_config(self, addr: str, topic: str) -> TopicConfig:
+        """GET_TOPIC_CONFIG (351), ``examineTopicConfig``: the broker's config of ``topic``
+        (``TopicConfigAndQueueMapping``; rocketpy has no static-topic mapping).
+
+        Raises:
+            RemoteError: TOPIC_NOT_EXIST when the broker does not have the topic.
+        """
+        ext = to_ext(TopicRequestHeader(topic=topic))
+        resp = await self._broker(addr, RequestCode.GET_TOPIC_CONFIG, ext)
+        return TopicConfig.from_json_value(fastjson.loads(resp.body or b"{}"), name=topic)
+
+    async def subscription_group_config(self, addr: str, group: str) -> SubscriptionGroupConfig:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352), ``MQClientAPIImpl.getSubscriptionGroupConfig``.
+
+        Raises:
+            RemoteError: SUBSCRIPTION_GROUP_NOT_EXIST when the broker neither has the group nor
+                may auto-create it.
+        """
+        ext = to_ext(GetSubscriptionGroupConfigRequestHeader(group=group))
+        resp = await self._broker(addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext)
+        return SubscriptionGroupConfig.from_json_value(
+            fastjson.loads(resp.body or b"{}"), name=group
+        )
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         """DELETE_TOPIC_IN_BROKER (215)."""

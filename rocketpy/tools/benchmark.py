@@ -1,13 +1,14 @@
 """Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``.
 
 Owns: the command line ``python -m rocketpy.tools.benchmark
-producer|batchproducer|consumer|timer|echo`` and the runners ``make bench``
+producer|batchproducer|consumer|popconsumer|timer|echo`` and the runners ``make bench``
 (:mod:`rocketpy.tools.bench_suite`) drives. ``producer``/``batchproducer`` keep ``--inflight``
 sends outstanding with the real :class:`rocketpy.client.Producer` and print every
 ``--report-interval`` seconds the send TPS, max and average RT, p50/p99 and failures, then a
 summary; ``consumer`` push-consumes and prints the consume TPS and born-to-consume latency;
-``timer`` measures how late timer messages arrive (:mod:`rocketpy.tools.bench_timer`); ``echo``
-serves the raw loopback ceiling.
+``popconsumer`` POP-consumes and acks (:mod:`rocketpy.tools.bench_pop`); ``timer`` measures how
+late timer messages arrive (:mod:`rocketpy.tools.bench_timer`); ``echo`` serves the raw loopback
+ceiling.
 Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
 """
 
@@ -35,6 +36,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.remoting.protocol.headers.base import ext_encoder
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
+from rocketpy.tools.bench_pop import run_pop_consumer
 from rocketpy.tools.bench_timer import run_timer
 from rocketpy.tools.loadgen import (
     Latencies,
@@ -296,7 +298,7 @@ async def _echo_main(port: int) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketpy.tools.benchmark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("producer", "batchproducer", "consumer"):
+    for name in ("producer", "batchproducer", "consumer", "popconsumer"):
         p = sub.add_parser(name)
         p.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
         p.add_argument("-t", "--topic", default="BenchmarkTest")
@@ -357,6 +359,18 @@ def main(argv: list[str] | None = None) -> int:
                 duration_s=args.duration,
                 batch=batch,
                 tags=args.tags,
+                report_interval_s=args.report_interval,
+            )
+        )
+    elif args.command == "popconsumer":
+        run_loop(
+            lambda: run_pop_consumer(
+                args.namesrv,
+                args.topic,
+                args.group,
+                duration_s=args.duration,
+                inflight=args.inflight,
+                batch=args.batch,
                 report_interval_s=args.report_interval,
             )
         )

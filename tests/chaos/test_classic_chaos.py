@@ -23,8 +23,14 @@ from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
 from tests.helpers.classic_chaos import ClassicChaosRun, ClassicReport, Fault
 
 
-def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> ClassicReport:
-    run = ClassicChaosRun(tmp, seed)
+def _run(
+    tmp: Path,
+    seed: int,
+    rounds: int,
+    faults: list[Fault] | None,
+    run_cls: type[ClassicChaosRun] = ClassicChaosRun,
+) -> ClassicReport:
+    run = run_cls(tmp, seed)
     try:
         run.start()
         report = asyncio.run(run.run(rounds, faults))
@@ -63,6 +69,32 @@ def test_classic_chaos_named_scenarios(tmp_path: Path) -> None:
     assert report.codes[12] >= 1, report.render()
     assert report.escaped == 2, report.render()
     assert report.rounds[1].acting_s is not None, report.render()
+
+
+class _LateObserver(ClassicChaosRun):
+    """Notices the acting slave's route 0.5 s after the NameServer shows it: what happens when
+    the live consumer's route poll wins the race (the kill runs in a thread while the consumer
+    keeps polling, and the route flips as soon as the master's channel closes)."""
+
+    async def _route_is(self, want: dict[int, str], perm: int) -> bool:
+        seen = await super()._route_is(want, perm)
+        if seen and perm == 4:
+            await asyncio.sleep(0.5)
+        return seen
+
+
+@pytest.mark.process
+@pytest.mark.timeout(150)
+def test_classic_acting_consumption_when_route_noticed_late(tmp_path: Path) -> None:
+    """1. The named-scenarios deployment; the round's coroutine notices the acting route 0.5 s
+    late (the live consumer sees it first). 2. SIGKILL the master.
+    Expected: the consumer still consumes from the acting slave and commits there, the send-back
+    and the delayed message escape to broker-b, no violation. (Before the consumer was held
+    across the kill, it drained the slave in those 0.5 s and the round waited 15 s for a commit
+    that could not come: "consumption from the acting slave not within 15s".)"""
+    report = _run(tmp_path, 8, 1, [Fault.KILL_MASTER], _LateObserver)
+    assert report.escaped == 2, report.render()
+    assert report.rounds[0].acting_s is not None, report.render()
 
 
 @pytest.mark.chaos

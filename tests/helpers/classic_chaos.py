@@ -179,7 +179,13 @@ class ClassicChaosRun:
         self._stop = asyncio.Event()
         self._ok_count = 0
         self._slave_down = False  # SEND_OKs are checked on the slave's disk unless it is down
-        self._last_msg: tuple[int, bytes] | None = None  # (commit-log offset, body) consumed
+        # the live consumer's gate; per address: pulls with messages then committed, and the
+        # last message pulled (commit-log offset, body)
+        self._consumer_open = asyncio.Event()
+        self._consumer_open.set()
+        self._consumer_held = asyncio.Event()
+        self.consumed_on: Counter[str] = Counter()
+        self._last_from: dict[str, tuple[int, bytes]] = {}
         self._client = JavaLikeClient()
 
     # -- processes -----------------------------------------------------------------------
@@ -246,6 +252,13 @@ class ClassicChaosRun:
                     await asyncio.sleep(0.05)
         except TimeoutError as e:
             raise AssertionError(f"{what} not within {timeout_s}s") from e
+
+    @staticmethod
+    def _probe(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            return condition()
+
+        return probe
 
     async def _route_is(self, want: dict[int, str], perm: int) -> bool:
         route = await self.route()
@@ -338,6 +351,10 @@ class ClassicChaosRun:
         next_offset = dict.fromkeys(range(QUEUES), 0)
         try:
             while not self._stop.is_set():
+                if not self._consumer_open.is_set():
+                    self._consumer_held.set()
+                    await self._consumer_open.wait()
+                    self._consumer_held.clear()
                 addr = _broker_a(await self.route())[0].get(0)
                 if addr is None:
                     await asyncio.sleep(0.1)
@@ -355,13 +372,15 @@ class ClassicChaosRun:
         resp = await client.pull(
             addr, GROUP, TOPIC, next_offset[q], queue_id=q, expression="*", timeout_s=3
         )
+        pulled = False
         if resp.code == ResponseCode.SUCCESS and resp.body:
             for m in decode_records(resp.body):
                 if m.queue_offset < next_offset[q]:
                     self._violate("order", f"live q{q}: {m.queue_offset} < {next_offset[q]}")
                 next_offset[q] = m.queue_offset + 1
-                self._last_msg = (m.commit_log_offset, m.body)
+                self._last_from[addr] = (m.commit_log_offset, m.body)
                 self.report.live_consumed += 1
+                pulled = True
         ext = {
             "consumerGroup": GROUP,
             "topic": TOPIC,
@@ -371,6 +390,8 @@ class ClassicChaosRun:
         commit = await client.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext, timeout_s=3)
         if commit.code == ResponseCode.SUCCESS:
             self.committed[q] = next_offset[q]
+            if pulled:
+                self.consumed_on[addr] += 1
 
     def _violate(self, kind: str, detail: str) -> None:
         self.report.violations.append(Violation(kind, detail))
@@ -404,23 +425,34 @@ class ClassicChaosRun:
         await self._wait(sent, RECOVERY_TIMEOUT_S, "SEND_OK of a delayed message")
 
     async def _acting(self, index: int) -> float:
-        """Kill the master; the slave must act, serve consumers and escape; returns acting_s."""
+        """Kill the master; the slave must act, serve consumers and escape; returns acting_s.
+
+        The consumer is held from before the kill until the acting route is seen, with a
+        SEND_OK (so on the sync slave) it has not read. Unheld, it could see the route flip
+        first (as the master's channel closes, while the kill runs in a thread) and drain the
+        slave before we look; producers write only to the dead master, so nothing more comes."""
         delayed = b"delayed-%d" % index
         await self._send_delayed(delayed)
-        await asyncio.to_thread(self._kill, "m")
-        began = time.monotonic()
         slave = self.addr["s"]
-        await self._wait(lambda: self._route_is({0: slave}, 4), ACTING_TIMEOUT_S, "acting slave")
-        acting_s = time.monotonic() - began
-        # the consumer moves to the acting slave and commits there
-        mark = dict(self.committed)
+        self._consumer_open.clear()
+        try:
+            await self._wait(self._probe(self._consumer_held.is_set), ACTING_TIMEOUT_S, "held")
+            consumed, ok = self.consumed_on[slave], self._ok_count
+            unread = self._probe(lambda: self._ok_count > ok)
+            await self._wait(unread, RECOVERY_TIMEOUT_S, "a SEND_OK while the consumer is held")
+            await asyncio.to_thread(self._kill, "m")
+            began = time.monotonic()
+            await self._wait(
+                lambda: self._route_is({0: slave}, 4), ACTING_TIMEOUT_S, "acting slave"
+            )
+            acting_s = time.monotonic() - began
+        finally:
+            self._consumer_open.set()
 
-        async def consuming() -> bool:
-            return self._last_msg is not None and self.committed != mark
-
+        # the consumer moves to the acting slave, pulls there and commits there
+        consuming = self._probe(lambda: self.consumed_on[slave] > consumed)
         await self._wait(consuming, ACTING_TIMEOUT_S, "consumption from the acting slave")
-        assert self._last_msg is not None
-        offset, body = self._last_msg
+        offset, body = self._last_from[slave]
         ext = {
             "offset": str(offset),
             "group": GROUP,

@@ -8,6 +8,10 @@ down with it. Commands:
 - ``produce --namesrv ADDR --topic T --count N``: N synchronous sends; reports statuses and msg ids.
 - ``consume --namesrv ADDR --topic T --group G --count N --timeout S``: push-consumes until N
   distinct messages arrived or S seconds passed; reports the bodies received.
+- ``txn --namesrv ADDR --topic T --count N --timeout S``: N transactional sends each of
+  ``txn-commit-i`` (local COMMIT), ``txn-rollback-i`` (ROLLBACK) and ``txn-unknown-i`` (UNKNOWN,
+  the checker commits); waits until every unknown one was checked back or S seconds passed;
+  reports the send statuses and the bodies the broker checked.
 """
 
 from __future__ import annotations
@@ -97,17 +101,62 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _txn(args: argparse.Namespace) -> dict[str, Any]:
+    from rocketmq.client import Message, TransactionMQProducer, TransactionStatus  # noqa: PLC0415
+
+    checked: set[str] = set()
+    lock = threading.Lock()
+    all_checked = threading.Event()
+
+    def check(msg: Any) -> Any:
+        body = msg.body.decode()
+        with lock:
+            checked.add(body)
+            if sum(b.startswith("txn-unknown") for b in checked) >= args.count:
+                all_checked.set()
+        return TransactionStatus.COMMIT if "unknown" in body else TransactionStatus.ROLLBACK
+
+    outcomes = {
+        "commit": TransactionStatus.COMMIT,
+        "rollback": TransactionStatus.ROLLBACK,
+        "unknown": TransactionStatus.UNKNOWN,
+    }
+    producer = TransactionMQProducer("interop_txn_pg", check, timeout=5000)
+    producer.set_name_server_address(args.namesrv)
+    producer.start()
+    statuses: list[int] = []
+    try:
+        for i in range(args.count):
+            for kind, outcome in outcomes.items():
+                msg = Message(args.topic)
+                msg.set_body(f"txn-{kind}-{i}".encode())
+                result = producer.send_message_in_transaction(
+                    msg, lambda _m, _a, outcome=outcome: outcome
+                )
+                statuses.append(int(result.status))
+        all_checked.wait(args.timeout)
+        with lock:
+            return {"statuses": statuses, "checked": sorted(checked)}
+    finally:
+        producer.shutdown()
+
+
 def main() -> int:
     """Parse the command, run it, print one JSON object."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=("send-missing", "produce", "consume"))
+    parser.add_argument("command", choices=("send-missing", "produce", "consume", "txn"))
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", default="interop_cg")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
-    handlers = {"send-missing": _send_missing, "produce": _produce, "consume": _consume}
+    handlers = {
+        "send-missing": _send_missing,
+        "produce": _produce,
+        "consume": _consume,
+        "txn": _txn,
+    }
     result = handlers[args.command](args)
     if args.command != "consume":
         print(json.dumps(result), flush=True)

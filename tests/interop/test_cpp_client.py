@@ -6,6 +6,7 @@ own process (``cpp_driver.py``) so a crash or hang in the native library cannot 
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.processes import start_broker, start_namesrv
+from tests.process.client.test_transaction import pull_topic
 
 pytestmark = pytest.mark.interop
 
@@ -93,3 +95,31 @@ def test_cpp_producer_and_push_consumer_round_trip(tmp_path: Path) -> None:
     finally:
         assert broker.stop() == 0, broker.output()
         assert daemon.stop() == 0, daemon.output()
+
+
+def test_cpp_transaction_producer_commit_rollback_and_check_back(tmp_path: Path) -> None:
+    """1. Start mqnamesrv and mqbroker with a fast transaction check (every 300 ms once 1 s
+    old). 2. The C++ TransactionMQProducer sends 3 half messages each whose local transactions
+    commit, roll back, or answer UNKNOWN (its checker commits those). 3. Pull the topic.
+    Expected: every half send is SEND_OK; the broker checks back exactly the UNKNOWN ones; the
+    topic holds the committed and the checked-and-committed messages, each once, and no
+    rolled-back one."""
+    daemon, addr = start_namesrv(tmp_path)
+    broker, broker_addr = start_broker(
+        tmp_path, addr, extra="transactionCheckInterval=300\ntransactionTimeOut=1000\n"
+    )
+    try:
+        result = _driver(
+            "txn", "--namesrv", addr, "--topic", "InteropTxn", "--count", "3", "--timeout", "60",
+            timeout_s=120.0,
+        )  # fmt: skip
+        got = asyncio.run(pull_topic(broker_addr, "InteropTxn"))
+    finally:
+        assert broker.stop() == 0, broker.output()
+        assert daemon.stop() == 0, daemon.output()
+    assert result["statuses"] == [0] * 9
+    assert result["checked"] == [f"txn-unknown-{i}" for i in range(3)]
+    expected = sorted(
+        f"txn-{kind}-{i}".encode() for kind in ("commit", "unknown") for i in range(3)
+    )
+    assert sorted(m.body for m in got) == expected

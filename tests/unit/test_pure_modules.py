@@ -17,6 +17,8 @@ PURE_GLOBS = (
     "common/codes.py",
     "common/errors.py",
     "common/properties.py",
+    "common/attributes.py",
+    "common/topic_message_type.py",
     "common/message/*.py",
     "remoting/protocol/**/*.py",
     "dledger/core.py",
@@ -37,12 +39,14 @@ PURE_GLOBS = (
     "store/commit_log/record.py",
     "store/**/unit.py",
     "store/epoch_entries.py",
+    "store/dledger_log/entry.py",
     "store/replication.py",
     "store/index/record.py",
     "common/fastjson.py",
     "ha/protocol.py",
     "ha/state.py",
     "ha/autoswitch/sync_state.py",
+    "broker/transaction/util.py",
 )
 FORBIDDEN = {"asyncio", "socket", "mmap", "threading", "structlog", "selectors", "uvloop"}
 

@@ -12,6 +12,9 @@ import grimp
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rocketpy"
 MAX_LINES = 600
+#: protoc's output (``rocketpy/tools/gen_proto.py``): generated, not written, so not held to the
+#: size rule; its freshness is checked by tests/unit/proxy/test_proto_regen.py instead.
+GENERATED = ("_pb2.py", "_pb2_grpc.py")
 
 
 def _cycle_edges(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
@@ -41,6 +44,7 @@ def test_no_module_over_600_lines() -> None:
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
         for path in PACKAGE.rglob("*.py")
+        if not path.name.endswith(GENERATED)
     }
     assert len(sizes) > 100
     assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}

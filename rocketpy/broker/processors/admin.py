@@ -1,4 +1,4 @@
-"""Admin requests: topics (17, 215, 21, 351, 202), subscription groups (200, 201, 207, 203),
+"""Admin requests: topics (17, 215, 21, 351, 202), subscription groups (200, 201, 352, 207, 203),
 stats (28, 208), metadata sync bodies (43, 45) and offset reset (222).
 
 Owns: the admin request family as far as ``mqadmin`` and slave metadata sync use it. Mirrors
@@ -18,8 +18,10 @@ from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import BrokerStore
 from rocketpy.common import fastjson
+from rocketpy.common.attributes import ADD_SIGN, InvalidAttributeError, parse_to_map
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.fastjson import Bean
+from rocketpy.common.topic_message_type import MESSAGE_TYPE_KEY, TopicMessageType
 from rocketpy.remoting.protocol.body.broker import (
     Connection,
     ConsumerConnection,
@@ -50,6 +52,7 @@ from rocketpy.remoting.protocol.headers.broker import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GroupRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
@@ -62,28 +65,6 @@ log = structlog.get_logger(__name__)
 V3_0_7_SNAPSHOT: Final = (
     24  # MQVersion ordinal from which clients accept RESET_CONSUMER_CLIENT_OFFSET
 )
-
-
-def parse_attributes(text: str | None) -> tuple[dict[str, str], set[str]]:
-    """``AttributeParser.parseToMap``: ``+k=v,+k2=v2,-k3`` -> (to set, to delete).
-
-    Raises:
-        ValueError: an entry without ``+``/``-`` or a ``+`` entry without ``=``.
-    """
-    add: dict[str, str] = {}
-    delete: set[str] = set()
-    for raw in (text or "").split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        if item.startswith("+") and "=" in item:
-            key, _, value = item[1:].partition("=")
-            add[key] = value
-        elif item.startswith("-") and "=" not in item:
-            delete.add(item[1:])
-        else:
-            raise ValueError(f"attribute format is wrong: {item}")
-    return add, delete
 
 
 def _check_queues_and_perm(h: CreateTopicRequestHeader) -> str | None:
@@ -120,6 +101,7 @@ class AdminProcessor:
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_groups,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
@@ -186,25 +168,33 @@ class AdminProcessor:
         if remark is not None:
             return request.make_response(ResponseCode.INVALID_PARAMETER, remark)
         try:
-            add, delete = parse_attributes(h.attributes)
             filter_type = TopicFilterType(h.topic_filter_type)
         except ValueError as e:
             return request.make_response(ResponseCode.INVALID_PARAMETER, str(e))
-        old = self._rt.topics.select(h.topic)
-        attributes = {k: v for k, v in (old.attributes if old else {}).items() if k not in delete}
-        attributes.update(add)
-        self._rt.topics.update(
-            TopicConfig(
-                topic_name=h.topic,
-                read_queue_nums=h.read_queue_nums,
-                write_queue_nums=h.write_queue_nums,
-                perm=h.perm,
-                topic_filter_type=filter_type,
-                topic_sys_flag=h.topic_sys_flag or 0,
-                order=h.order,
-                attributes=attributes,
+        try:
+            modification = parse_to_map(h.attributes)
+            if not self._rt.config.enable_mixed_message_type and (
+                modification.get(ADD_SIGN + MESSAGE_TYPE_KEY) == TopicMessageType.MIXED
+            ):
+                return request.make_response(
+                    ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported."
+                )
+            self._rt.topics.update(
+                TopicConfig(
+                    topic_name=h.topic,
+                    read_queue_nums=h.read_queue_nums,
+                    write_queue_nums=h.write_queue_nums,
+                    perm=h.perm,
+                    topic_filter_type=filter_type,
+                    topic_sys_flag=h.topic_sys_flag or 0,
+                    order=h.order,
+                ),
+                modification,
             )
-        )
+        except InvalidAttributeError as e:
+            # upstream: the RuntimeException is caught as "Update / create topic failed"
+            log.warning("Update / create topic failed", topic=h.topic, reason=str(e))
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         return request.make_response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -244,6 +234,7 @@ class AdminProcessor:
         h = from_ext(TopicRequestHeader, request.ext_fields)
         found = self._rt.topics.select(h.topic)
         if found is None:
+            log.error("No topic in this broker", topic=h.topic, peer=ctx.channel.peer)
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}"
             )
@@ -296,6 +287,22 @@ class AdminProcessor:
     ) -> RemotingCommand:
         """``getAllSubscriptionGroup``: the manager's JSON, compact."""
         body = encode_subscription_groups(self._rt.groups.snapshot(), pretty=False)
+        return request.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
+
+    async def get_subscription_group(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """``getSubscriptionGroup``: one ``SubscriptionGroupConfig`` as compact JSON. Like
+        upstream it goes through ``findSubscriptionGroupConfig``, so with
+        ``autoCreateSubscriptionGroup`` an unknown (legal) group is created and returned."""
+        h = from_ext(GetSubscriptionGroupConfigRequestHeader, request.ext_fields)
+        found = self._rt.groups.find(h.group)
+        if found is None:
+            log.error("No group in this broker", group=h.group, peer=ctx.channel.peer)
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker"
+            )
+        body = fastjson.dumps(found.to_json_value())
         return request.make_response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
     async def delete_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

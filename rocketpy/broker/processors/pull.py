@@ -18,6 +18,11 @@ import structlog
 from rocketpy.broker.filter import build_subscription
 from rocketpy.broker.long_polling import PullRequest, PullRequestHoldService
 from rocketpy.broker.runtime import DEFAULT_PULL_MAX_BYTES, BrokerRuntime
+from rocketpy.broker.topic_validator import (
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    is_sys_consumer_group,
+)
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.remoting.protocol.body.config_shapes import PERM_READ, SubscriptionGroupConfig
@@ -37,6 +42,7 @@ FLAG_COMMIT_OFFSET: Final = 0x1
 FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
 MASTER_ID: Final = 0
+_TRANSACTION_TOPICS: Final = frozenset({RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC})
 
 _STATUS_CODES: Final[Mapping[GetMessageStatus, int]] = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -150,6 +156,10 @@ class PullMessageProcessor:
             )
         if not topic_config.perm & PERM_READ:
             raise RemoteError(
+                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
+            )
+        if h.topic in _TRANSACTION_TOPICS and not is_sys_consumer_group(h.consumer_group):
+            raise RemoteError(  # half/op messages are read by the transaction check only
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
             )
         if not 0 <= h.queue_id < topic_config.read_queue_nums:

@@ -9,9 +9,9 @@ mapping store results to response codes. Mirrors ``broker/processor/SendMessageP
 ``AbstractSendMessageProcessor`` (client-flows.md sections 2.3, 2.4, 6.1; message-format.md
 section 5).
 
-Decided: transactional half messages (``TRAN_MSG=true``) are refused with NO_PERMISSION, as an
-upstream broker with ``rejectTransactionMessage=true`` does; this broker has no transaction
-check-back service. A batch stores each message's own properties plus the broker-added ones
+Transactional half messages (``TRAN_MSG=true``) go to ``RMQ_SYS_TRANS_HALF_TOPIC`` through
+``rocketpy/broker/transaction/util.py`` (NO_PERMISSION with ``rejectTransactionMessage=true``).
+Decided: a batch stores each message's own properties plus the broker-added ones
 (message-format.md section 5, the recommended form; not upstream issue #9416's behaviour).
 """
 
@@ -25,10 +25,12 @@ from typing import Any, Final
 import structlog
 
 from rocketpy.broker import topic_validator as tv
+from rocketpy.broker.message_type_check import check_topic_message_type
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.timer_hook import TIMER_NEEDLE, TimerHook, TimerRefusal
+from rocketpy.broker.transaction.util import half_route
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.common.message.batch_body import decode_batch_body
@@ -185,6 +187,8 @@ class SendMessageProcessor:
                 ext_fields=self._ext(),
             )
         try:
+            if rt.config.enable_topic_message_type_check:
+                check_topic_message_type(rt.topics, header)
             topic_config = self._msg_check(ctx, header)
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
@@ -364,13 +368,16 @@ class SendMessageProcessor:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         uniq = self._ensure_uniq_key(props)
         tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
+        sys_flag = _sys_flag(h.sys_flag, topic_config)
         if tran and not (reconsume > 0 and _int_prop(props, MessageConst.DELAY) > 0):
+            if not rt.config.reject_transaction_message:  # a half message (transaction/util.py)
+                topic, queue_id, sys_flag = half_route(topic, queue_id, sys_flag, props)
+                return topic, queue_id, sys_flag, encode_properties(props), uniq
             return request.make_response(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
                 ext_fields=self._ext(),
             )
-        sys_flag = _sys_flag(h.sys_flag, topic_config)
         if self.timer_hook is not None:
             timed = self.timer_hook.apply(topic, queue_id, sys_flag, props, rt.clock.wall_ms())
             if isinstance(timed, TimerRefusal):

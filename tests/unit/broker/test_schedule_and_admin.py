@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketpy.broker.config_files import delay_offset_path
-from rocketpy.broker.processors.admin import AdminProcessor, parse_attributes
+from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -74,11 +74,99 @@ def _admin(h: Harness) -> AdminProcessor:
     return admin
 
 
-def test_parse_attributes() -> None:
-    """'+a=1,-b' sets a and deletes b; an entry without +/- is refused."""
-    assert parse_attributes("+a=1,-b") == ({"a": "1"}, {"b"})
-    with pytest.raises(ValueError, match="format"):
-        parse_attributes("a=1")
+async def test_admin_topic_attributes_alter(harness: MakeHarness) -> None:
+    """1. UPDATE_AND_CREATE_TOPIC T with attributes '+message.type=FIFO'. 2. Again with
+    '+reserve.time=5'. 3. With '-message.type'. 4. With '+message.type=FAST', then 'bad'.
+    5. With '+message.type=MIXED' (enableMixedMessageType off).
+    Expected: GET_TOPIC_CONFIG shows {message.type: FIFO}, then both keys, then reserve.time
+    only; step 4 answers SYSTEM_ERROR with upstream's messages and changes nothing; step 5
+    INVALID_PARAMETER 'MIXED message type is not supported.'."""
+    h = harness()
+    _admin(h)
+    create = {
+        "topic": "T",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "4",
+        "writeQueueNums": "4",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+    }
+
+    async def alter(attributes: str) -> tuple[int, str | None]:
+        resp = await h.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "attributes": attributes}
+        )
+        assert resp is not None
+        return resp.code, resp.remark
+
+    async def attributes() -> object:
+        resp = await h.call(RequestCode.GET_TOPIC_CONFIG, {"topic": "T"})
+        assert resp is not None
+        assert resp.body is not None
+        return fastjson.loads(resp.body)["attributes"]
+
+    assert (await alter("+message.type=FIFO"))[0] == ResponseCode.SUCCESS
+    assert await attributes() == {"message.type": "FIFO"}
+    assert (await alter("+reserve.time=5"))[0] == ResponseCode.SUCCESS
+    assert await attributes() == {"message.type": "FIFO", "reserve.time": "5"}
+    assert (await alter("-message.type"))[0] == ResponseCode.SUCCESS
+    assert await attributes() == {"reserve.time": "5"}
+    assert await alter("+message.type=FAST") == (
+        ResponseCode.SYSTEM_ERROR,
+        "value is not in set: [DELAY, FIFO, MIXED, NORMAL, TRANSACTION, UNSPECIFIED]",
+    )
+    assert await alter("bad") == (
+        ResponseCode.SYSTEM_ERROR,
+        "delete attribute format is wrong: bad",
+    )
+    assert await attributes() == {"reserve.time": "5"}
+    assert await alter("+message.type=MIXED") == (
+        ResponseCode.INVALID_PARAMETER,
+        "MIXED message type is not supported.",
+    )
+    h2 = harness(enableMixedMessageType=True)
+    _admin(h2)
+    resp = await h2.call(
+        RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "attributes": "+message.type=MIXED"}
+    )
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    found = h2.rt.topics.select("T")
+    assert found is not None
+    assert found.attributes == {"message.type": "MIXED"}
+
+
+async def test_admin_get_subscription_group_config(harness: MakeHarness) -> None:
+    """1. GET_SUBSCRIPTIONGROUP_CONFIG for a group made orderly. 2. For an unknown group with
+    autoCreateSubscriptionGroup off. 3. With it on.
+    Expected: the group's JSON with consumeMessageOrderly true; SUBSCRIPTION_GROUP_NOT_EXIST
+    'No group in this broker'; with auto-creation the group is created, as upstream's
+    findSubscriptionGroupConfig does."""
+    h = harness(autoCreateSubscriptionGroup=False)
+    _admin(h)
+    body = fastjson.dumps({"groupName": "gOrder", "consumeMessageOrderly": True}).encode()
+    resp = await h.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    resp = await h.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "gOrder"})
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    assert resp.body is not None
+    got = fastjson.loads(resp.body)
+    assert (got["groupName"], got["consumeMessageOrderly"]) == ("gOrder", True)
+    resp = await h.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "nope"})
+    assert resp is not None
+    assert (resp.code, resp.remark) == (
+        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        "No group in this broker",
+    )
+    assert h.rt.groups.get("nope") is None
+    h2 = harness()
+    _admin(h2)
+    resp = await h2.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "fresh"})
+    assert resp is not None
+    assert resp.code == ResponseCode.SUCCESS
+    assert h2.rt.groups.get("fresh") is not None
 
 
 async def test_admin_topic_create_update_delete(harness: MakeHarness) -> None:

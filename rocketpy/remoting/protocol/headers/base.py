@@ -38,6 +38,7 @@ JAVA_INT_FIELDS: Final = frozenset(
     {
         "addTopicCount",
         "bodyCrc32",
+        "commitOrRollback",
         "defaultTopicQueueNums",
         "delayLevel",
         "electionPriority",

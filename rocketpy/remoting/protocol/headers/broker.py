@@ -330,6 +330,13 @@ class TopicRequestHeader:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GetSubscriptionGroupConfigRequestHeader:
+    """``GetSubscriptionGroupConfigRequestHeader`` (GET_SUBSCRIPTIONGROUP_CONFIG 352)."""
+
+    group: str = wire("group")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GetConsumeStatsRequestHeader:
     """``GetConsumeStatsRequestHeader`` (208)."""
 

@@ -1,0 +1,231 @@
+"""The proxy daemon: a ``grpc.aio`` server of ``apache.rocketmq.v2.MessagingService``.
+
+Owns: :class:`ProxyService` (start: the backend, the gRPC port, the client-expiry loop; stop:
+refuse new calls, let in-flight ones finish within ``grpcShutdownTimeSeconds``, stop the loop and
+the backend), the method table (built from the service descriptor, so every RPC of the contract
+is served: the implemented ones by :class:`MessagingActivity`, every other one with a
+NOT_IMPLEMENTED ``status`` and gRPC OK, proxy.md section 2), reading the call metadata into a
+:class:`CallContext` (blank ``x-mq-client-id`` -> CLIENT_ID_REQUIRED) and the one place where
+:class:`ProxyError` and unexpected exceptions become the response's ``status``. Mirrors
+``GrpcMessagingApplication`` and ``GrpcServer``. Must not: import the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+import grpc
+import structlog
+from google.protobuf.message import Message
+
+from rocketpy.common.aio import TaskSet, periodic
+from rocketpy.proxy.backend import MessagingBackend
+from rocketpy.proxy.config import ProxyConfig
+from rocketpy.proxy.messaging import CallContext, MessagingActivity
+from rocketpy.proxy.pb import definition_pb2 as pb
+from rocketpy.proxy.pb import service_pb2 as spb
+from rocketpy.proxy.status import ProxyError, status
+
+log = structlog.get_logger(__name__)
+
+SERVICE: Final = spb.DESCRIPTOR.services_by_name["MessagingService"]
+#: How often silent clients are looked for (``GrpcClientSettingsManager`` runs every 5 s).
+EXPIRY_SCAN_S: Final = 5.0
+
+Context = grpc.aio.ServicerContext[Any, Any]
+Unary = Callable[[Any, CallContext], Awaitable[Message]]
+
+
+def call_context(context: Context) -> CallContext:
+    """The call's ``x-mq-*`` metadata and peer.
+
+    Raises:
+        ProxyError: CLIENT_ID_REQUIRED when ``x-mq-client-id`` is blank.
+    """
+    meta: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        meta[str(key)] = value if isinstance(value, str) else value.decode(errors="replace")
+    client_id = meta.get("x-mq-client-id", "")
+    if not client_id.strip():
+        raise ProxyError(pb.Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
+    peer = context.peer() or ""  # "ipv4:127.0.0.1:5555" / "ipv6:[::1]:5555"
+    host = peer.split(":", 1)[1].rsplit(":", 1)[0].strip("[]") if ":" in peer else ""
+    return CallContext(
+        client_id=client_id,
+        remote_host=host,
+        language=meta.get("x-mq-language", ""),
+        client_version=meta.get("x-mq-client-version", ""),
+        time_remaining_s=context.time_remaining(),
+    )
+
+
+def _response_class(name: str) -> type[Message]:
+    cls: type[Message] = getattr(spb, SERVICE.methods_by_name[name].output_type.name)
+    return cls
+
+
+def _request_class(name: str) -> type[Message]:
+    cls: type[Message] = getattr(spb, SERVICE.methods_by_name[name].input_type.name)
+    return cls
+
+
+def _failed(name: str, code: pb.Code, message: str) -> Message:
+    """The response of ``name`` carrying only a non-OK ``status``."""
+    response = _response_class(name)()
+    response.status.CopyFrom(status(code, message))  # type: ignore[attr-defined]
+    return response
+
+
+class ProxyService:
+    """``mqproxy``: the gRPC server over a backend.
+
+    Args:
+        config: the proxy's settings.
+        backend: the brokers (``ClusterBackend`` for ``proxyMode=cluster``).
+    """
+
+    def __init__(self, config: ProxyConfig, backend: MessagingBackend) -> None:
+        self.config = config
+        self.backend = backend
+        self.port = 0
+        self.activity: MessagingActivity | None = None
+        self._server: grpc.aio.Server | None = None
+        self._stop = asyncio.Event()
+        self._tasks = TaskSet("proxy")
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the gRPC server listens on."""
+        return f"{self.config.bind_address}:{self.port}"
+
+    async def start(self) -> None:
+        """Start the backend, bind the gRPC port, start serving and the expiry loop.
+
+        Raises:
+            OSError: the port cannot be bound (the backend is stopped again).
+        """
+        await self.backend.start()
+        try:
+            await self._serve()
+        except BaseException:
+            await self.backend.stop()
+            raise
+        self._tasks.spawn(
+            periodic(EXPIRY_SCAN_S, self._expire, stop=self._stop, name="proxy/client-expiry"),
+            name="proxy/client-expiry",
+        )
+        log.info("grpc server start successfully", address=self.address)
+
+    async def _serve(self) -> None:
+        size = self.config.grpc_max_inbound_message_size_bytes
+        # so_reuseport off: a second proxy on a taken port must fail, not share it.
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)]
+        )
+        address = f"{self.config.bind_address}:{self.config.grpc_server_port}"
+        try:
+            self.port = server.add_insecure_port(address)
+        except RuntimeError as e:  # grpcio raises RuntimeError when it cannot bind
+            raise OSError(f"cannot bind the gRPC port {address}: {e}") from e
+        if self.port == 0:
+            raise OSError(f"cannot bind the gRPC port {address}")
+        self.activity = MessagingActivity(self.config, self.backend, self.port)
+        server.add_generic_rpc_handlers((self._handlers(self.activity),))
+        await server.start()
+        self._server = server
+
+    async def _expire(self) -> None:
+        if self.activity is not None:
+            for client_id in self.activity.expire_clients():
+                log.info("client expired", client_id=client_id)
+
+    async def stop(self) -> None:
+        """Stop accepting calls, let in-flight ones finish, stop the loop and the backend."""
+        self._stop.set()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(self.config.grpc_shutdown_time_s)
+            log.info("grpc server stopped")
+        await self._tasks.cancel_all()
+        await self.backend.stop()
+
+    def _handlers(self, activity: MessagingActivity) -> grpc.GenericRpcHandler:
+        implemented: dict[str, Unary] = {
+            "QueryRoute": activity.query_route,
+            "Heartbeat": activity.heartbeat,
+            "SendMessage": activity.send_message,
+            "QueryAssignment": activity.query_assignment,
+            "NotifyClientTermination": activity.notify_client_termination,
+        }
+        table: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        for method in SERVICE.methods:
+            name = method.name
+            deserialize = _request_class(name).FromString
+            serialize = _response_class(name).SerializeToString
+            if name == "Telemetry":
+                table[name] = grpc.stream_stream_rpc_method_handler(
+                    self._telemetry, deserialize, serialize
+                )
+            elif method.server_streaming:
+                table[name] = grpc.unary_stream_rpc_method_handler(
+                    self._unimplemented_stream(name), deserialize, serialize
+                )
+            else:
+                fn = implemented.get(name)
+                behaviour = self._unary(name, fn) if fn else self._unimplemented(name)
+                table[name] = grpc.unary_unary_rpc_method_handler(behaviour, deserialize, serialize)
+        return grpc.method_handlers_generic_handler(SERVICE.full_name, table)
+
+    @staticmethod
+    def _unary(name: str, fn: Unary) -> Callable[[Any, Context], Awaitable[Message]]:
+        async def handle(request: Any, context: Context) -> Message:
+            try:
+                return await fn(request, call_context(context))
+            except ProxyError as e:
+                return _failed(name, e.code, e.message)
+            except Exception as e:  # the RPC's boundary: the client gets a status, not a reset
+                log.exception("rpc failed", rpc=name)
+                return _failed(name, pb.Code.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}")
+
+        return handle
+
+    @staticmethod
+    def _unimplemented(name: str) -> Callable[[Any, Context], Awaitable[Message]]:
+        async def handle(request: Any, context: Context) -> Message:
+            return _failed(
+                name, pb.Code.NOT_IMPLEMENTED, f"{name} is not implemented by rocketpy yet"
+            )
+
+        return handle
+
+    @staticmethod
+    def _unimplemented_stream(name: str) -> Callable[[Any, Context], AsyncIterator[Message]]:
+        async def handle(request: Any, context: Context) -> AsyncIterator[Message]:
+            yield _failed(
+                name, pb.Code.NOT_IMPLEMENTED, f"{name} is not implemented by rocketpy yet"
+            )
+
+        return handle
+
+    async def _telemetry(
+        self, requests: AsyncIterator[spb.TelemetryCommand], context: Context
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        """``ClientActivity.telemetry``: answer each Settings with the merged settings; other
+        commands (thread stack traces, verify results) are acknowledged by silence."""
+        activity = self.activity
+        assert activity is not None  # noqa: S101 - handlers exist only after start()
+        try:
+            call = call_context(context)
+        except ProxyError as e:
+            yield spb.TelemetryCommand(status=status(e.code, e.message))
+            return
+        async for command in requests:
+            if not command.HasField("settings"):
+                continue
+            try:
+                reply = activity.telemetry_settings(command.settings, call)
+            except ValueError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            yield reply

@@ -1,0 +1,380 @@
+"""One DLedger member's log on disk: ``dledger-<selfId>/data`` and ``index`` (dledger-commitlog.md
+sections 1.1-1.3 and 1.5).
+
+Owns: appending entries as the leader (index, term and pos assigned here, the record's
+PHYSICALOFFSET patched to pos + 48) or verbatim as a follower, reading an entry by index,
+truncating for divergence, the ledger begin/end index and end term, the committed index and
+position, the ``checkpoint`` file and flushing. Mirrors ``DLedgerMmapFileStore`` (0.3.1.2).
+
+Must not: know roles, leaders or the current term of office (the caller passes the term and
+checks role, leader and term as ``MemberState`` does), replicate, or dispatch to consume queues
+(:mod:`.reader` serves committed records to the RocketMQ layer). Blocking: :meth:`load`,
+:meth:`flush`, :meth:`persist_checkpoint`, :meth:`truncate`, :meth:`truncate_after`,
+:meth:`close`, and an append that opens a new file unless :meth:`prepare_next_files` made it
+first; the driver runs these off the event loop. Appends and reads are copies into and out of
+mapped files, so a single writer (the loop) needs no lock.
+
+Write order of one entry: the body (record patched), then header bytes 4..48, then the magic,
+then its index unit. A process killed in the middle leaves a zero magic or no index unit, both of
+which recovery handles (:mod:`.recovery`).
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from rocketpy.common.errors import StoreError
+from rocketpy.store.dledger_log.entry import (
+    BODY_OFFSET,
+    CURRENT_MAGIC,
+    INDEX_UNIT_SIZE,
+    DLedgerEntry,
+    EntryCodecError,
+    EntryHeader,
+    IndexUnit,
+    decode_entry,
+    decode_header,
+    decode_index_unit,
+    encode_index_unit,
+    index_unit_of,
+    pack_header_into,
+    patch_record,
+)
+from rocketpy.store.dledger_log.file_list import MmapFileList
+from rocketpy.store.dledger_log.meta import DLedgerCheckpoint, load_checkpoint, persist_checkpoint
+from rocketpy.store.dledger_log.recovery import RecoveryResult, recover_log
+
+log = structlog.get_logger(__name__)
+
+#: ``mappedFileSizeCommitLog``'s default, DLedger's ``mappedFileSizeForEntryData`` in a broker.
+DEFAULT_DATA_FILE_SIZE: Final = 1024 * 1024 * 1024
+#: ``mappedFileSizeForEntryIndex``: 32 bytes x 5 Mi units.
+DEFAULT_INDEX_FILE_SIZE: Final = INDEX_UNIT_SIZE * 5 * 1024 * 1024
+
+
+def dledger_base_dir(store_root: Path, self_id: str) -> Path:
+    """``storeBaseDir/dledger-<selfId>`` (``DLedgerConfig.getDefaultPath``)."""
+    return store_root / f"dledger-{self_id}"
+
+
+class DLedgerStoreError(StoreError):
+    """An append, read or truncation the log refuses; ``code`` is the DLedgerResponseCode name
+    upstream answers with (INDEX_OUT_OF_RANGE, INCONSISTENT_INDEX, DISK_ERROR, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(f"{code}: {message}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DLedgerStoreConfig:
+    """Where and how big: ``base_dir`` is ``dledger-<selfId>``; ``data_dir`` overrides
+    ``base_dir/data`` (RocketMQ 5.x ``storePathDLedgerCommitLog``, one path)."""
+
+    base_dir: Path
+    data_file_size: int = DEFAULT_DATA_FILE_SIZE
+    index_file_size: int = DEFAULT_INDEX_FILE_SIZE
+    data_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.index_file_size <= 0 or self.index_file_size % INDEX_UNIT_SIZE:
+            raise ValueError(f"index file size {self.index_file_size} is not a multiple of 32")
+        if self.data_file_size < 4096:
+            raise ValueError(f"data file size {self.data_file_size} < 4096")
+
+
+class DLedgerLogStore:
+    """The data and index files of one member and its ledger counters (all -1 when empty)."""
+
+    def __init__(self, config: DLedgerStoreConfig) -> None:
+        self.config = config
+        self.base_dir = config.base_dir
+        data_dir = config.data_dir or config.base_dir / "data"
+        self.data = MmapFileList(data_dir, config.data_file_size, use_blank=True)
+        self.index = MmapFileList(
+            config.base_dir / "index", config.index_file_size, use_blank=False
+        )
+        self.ledger_begin_index = -1
+        self.ledger_end_index = -1
+        self.ledger_end_term = -1
+        self.committed_index = -1
+        self.committed_pos = -1
+        self._loaded = False
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def load(self) -> RecoveryResult:
+        """Map the files, recover (section 1.5) and take the committed index from
+        ``checkpoint``, capped at the ledger end. Blocks.
+
+        Raises:
+            StoreError: the files are damaged beyond a torn tail.
+        """
+        if self._loaded:
+            raise StoreError("dledger store already loaded")
+        self._loaded = True
+        self.data.load()
+        self.index.load()
+        result = recover_log(self.data, self.index, cut_dir=self.base_dir / "recovery")
+        self.ledger_end_index = result.end_index
+        self.ledger_end_term = result.end_term
+        if result.end_index != -1:
+            last = self.get(result.end_index)
+            if last.index != result.end_index:
+                raise DLedgerStoreError("DISK_ERROR", f"recheck index {last.index}")
+            self._revise_begin_index()
+        cp = load_checkpoint(self.base_dir)
+        if cp is not None and cp.committed_index != -1:
+            log.info("Recover to get committed index from checkpoint", committed=cp.committed_index)
+            self.update_committed_index(cp.committed_index)
+        return result
+
+    def _revise_begin_index(self) -> None:
+        """``reviseLedgerBeginIndex``: the index of the first data file's first entry."""
+        first = self.data.files[0] if self.data.files else None
+        if first is None or first.wrote_position < BODY_OFFSET:
+            self.ledger_begin_index = -1
+            return
+        self.ledger_begin_index = decode_header(first.read(0, BODY_OFFSET)).index
+
+    def prepare_next_files(self) -> None:
+        """Create the next data and index files ahead of need. Blocks."""
+        self.data.prepare_next()
+        self.index.prepare_next()
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        body: bytes | bytearray | memoryview,
+        term: int,
+        *,
+        queue_offset: int | None = None,
+        patch: bool = True,
+    ) -> EntryHeader:
+        """``appendAsLeader``: the next index at ``term``, at the end of the data.
+
+        Args:
+            body: one encoded message record.
+            term: the leader's current term (the caller checked it leads and no transfer runs).
+            queue_offset: written into the record's QUEUEOFFSET when given.
+            patch: write PHYSICALOFFSET = pos + 48 into the record (``DLedgerCommitLog``'s
+                append hook); False for a body that is not a record.
+
+        Returns:
+            The header as written (``record_offset`` is the message's physical offset).
+        """
+        if term < self.ledger_end_term:
+            raise DLedgerStoreError("INCONSISTENT_TERM", f"term {term} < {self.ledger_end_term}")
+        size = BODY_OFFSET + len(body)
+        mf, rel = self.data.last_for_write(size)
+        pos = mf.file_from_offset + rel
+        header = EntryHeader(
+            magic=CURRENT_MAGIC,
+            size=size,
+            index=self.ledger_end_index + 1,
+            term=term,
+            pos=pos,
+            body_length=len(body),
+        )
+        buf = mf.buffer
+        buf[rel + BODY_OFFSET : rel + size] = body
+        if patch:
+            patch_record(buf, rel, pos, queue_offset=queue_offset)
+        self._finish_entry(mf.buffer, rel, header)
+        mf.wrote_position = rel + size
+        self._append_index(header)
+        return header
+
+    def append_as_follower(self, entry: DLedgerEntry) -> EntryHeader:
+        """``appendAsFollower``: store a pushed entry verbatim at its index and pos.
+
+        Raises:
+            DLedgerStoreError: INCONSISTENT_INDEX (not ``end + 1``) or DISK_ERROR (it would land
+                at another position than ``entry.pos``).
+        """
+        if entry.index != self.ledger_end_index + 1:
+            raise DLedgerStoreError(
+                "INCONSISTENT_INDEX", f"{entry.index} != {self.ledger_end_index + 1}"
+            )
+        return self._write_verbatim(entry)
+
+    def _write_verbatim(self, entry: DLedgerEntry) -> EntryHeader:
+        header = entry.header()
+        mf, rel = self.data.last_for_write(entry.size)
+        if mf.file_from_offset + rel != entry.pos:
+            raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {entry.pos}")
+        mf.buffer[rel + BODY_OFFSET : rel + entry.size] = entry.body
+        self._finish_entry(mf.buffer, rel, header)
+        mf.wrote_position = rel + entry.size
+        self._append_index(header)
+        return header
+
+    @staticmethod
+    def _finish_entry(buf: mmap.mmap, rel: int, header: EntryHeader) -> None:
+        """Header bytes 4..48 first, the magic last (see the module docstring)."""
+        tmp = bytearray(BODY_OFFSET)
+        pack_header_into(tmp, 0, header)
+        buf[rel + 4 : rel + BODY_OFFSET] = tmp[4:]
+        buf[rel : rel + 4] = tmp[:4]
+
+    def _append_index(self, header: EntryHeader) -> None:
+        at = self.index.append(encode_index_unit(index_unit_of(header)))
+        if at != header.index * INDEX_UNIT_SIZE:
+            raise DLedgerStoreError("DISK_ERROR", f"index unit of {header.index} written at {at}")
+        self.ledger_end_index = header.index
+        self.ledger_end_term = header.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = header.index
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _index_check(self, index: int) -> None:
+        if index < 0 or index > self.ledger_end_index:
+            raise DLedgerStoreError(
+                "INDEX_OUT_OF_RANGE",
+                f"{index} should between {self.ledger_begin_index}-{self.ledger_end_index}",
+            )
+        if index < self.ledger_begin_index:
+            raise DLedgerStoreError(
+                "INDEX_LESS_THAN_LOCAL_BEGIN", f"{index} < {self.ledger_begin_index}"
+            )
+
+    def index_unit(self, index: int) -> IndexUnit:
+        """The index unit of entry ``index`` (``getEntryPosAndSize``)."""
+        self._index_check(index)
+        raw = self.index.read(index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
+        if raw is None:
+            raise DLedgerStoreError("DISK_ERROR", f"Get null index for {index}")
+        return decode_index_unit(raw)
+
+    def get(self, index: int) -> DLedgerEntry:
+        """``get``: the entry at ``index``, through its index unit.
+
+        Raises:
+            DLedgerStoreError: out of range, or the unit and the data disagree.
+        """
+        unit = self.index_unit(index)
+        raw = self.data.read(unit.pos, unit.size)
+        if raw is None:
+            raise DLedgerStoreError("DISK_ERROR", f"Get null data for {index}")
+        try:
+            entry = decode_entry(raw)
+        except EntryCodecError as exc:
+            raise DLedgerStoreError("DISK_ERROR", f"entry {index}: {exc}") from exc
+        if entry.pos != unit.pos or entry.index != index:
+            raise DLedgerStoreError("DISK_ERROR", f"entry {index} at {unit.pos} reads {entry.pos}")
+        return entry
+
+    @property
+    def write_pos(self) -> int:
+        """``getWritePos``: the end of the data."""
+        return self.data.max_wrote_position
+
+    # -- truncation -----------------------------------------------------------------------
+
+    def truncate(self, entry: DLedgerEntry) -> int:
+        """``truncate`` (a leader's TRUNCATE push): keep what precedes ``entry``, make ``entry``
+        the last one (written unless an equal one is already there). Blocks.
+
+        Returns:
+            The new ledger end index (``entry.index``).
+        """
+        try:
+            existed = self.get(entry.index) == entry
+        except DLedgerStoreError:
+            existed = False
+        cut = entry.pos + entry.size if existed else entry.pos
+        if cut != self.data.max_wrote_position:
+            log.warning(
+                "[TRUNCATE] truncatePos != maxPos",
+                index=entry.index,
+                truncate=cut,
+                max_pos=self.data.max_wrote_position,
+            )
+        self.data.truncate_or_rebuild(cut)
+        self.index.truncate_or_rebuild(entry.index * INDEX_UNIT_SIZE)
+        self.ledger_end_index = entry.index - 1
+        if existed:
+            self._append_index(entry.header())
+        else:
+            self._write_verbatim(entry)
+        self._revise_begin_index()
+        self._cap_committed()
+        return entry.index
+
+    def truncate_after(self, index: int) -> None:
+        """Keep entries up to ``index`` (inclusive), drop the rest; ``index`` may be
+        ``ledger_begin_index - 1`` to empty the log. Blocks.
+
+        Raises:
+            DLedgerStoreError: ``index`` is out of range.
+        """
+        if index == self.ledger_end_index:
+            return
+        if index >= self.ledger_begin_index:
+            unit = self.index_unit(index)
+            cut, term = unit.pos + unit.size, unit.term
+        elif index == self.ledger_begin_index - 1 and self.ledger_begin_index != -1:
+            cut, term = self.index_unit(self.ledger_begin_index).pos, -1
+        else:
+            raise DLedgerStoreError("INDEX_OUT_OF_RANGE", f"cannot truncate after {index}")
+        log.warning("truncate ledger", after=index, data_pos=cut, old_end=self.ledger_end_index)
+        self.data.truncate(cut)
+        self.index.truncate_or_rebuild((index + 1) * INDEX_UNIT_SIZE)
+        self.ledger_end_index, self.ledger_end_term = index, term
+        if index < self.ledger_begin_index:
+            self.ledger_begin_index = -1
+        self._cap_committed()
+
+    def _cap_committed(self) -> None:
+        if self.committed_index > self.ledger_end_index:
+            self.committed_index = self.ledger_end_index
+            if self.committed_index < 0 or self.committed_index < self.ledger_begin_index:
+                self.committed_index, self.committed_pos = -1, -1
+            else:
+                unit = self.index_unit(self.committed_index)
+                self.committed_pos = unit.pos + unit.size
+
+    # -- commit, checkpoint, flush --------------------------------------------------------
+
+    def update_committed_index(self, new_committed: int) -> None:
+        """``updateCommittedIndex``: move the committed index forward (never back), capped at
+        the ledger end; ``committed_pos`` becomes the end of that entry. The caller drops
+        updates from an older term."""
+        if new_committed == -1 or self.ledger_end_index == -1:
+            return
+        if new_committed <= self.committed_index or new_committed < self.ledger_begin_index:
+            return
+        new_committed = min(new_committed, self.ledger_end_index)
+        unit = self.index_unit(new_committed)
+        self.committed_index = new_committed
+        self.committed_pos = unit.pos + unit.size
+
+    def checkpoint_values(self) -> DLedgerCheckpoint:
+        """What :meth:`persist_checkpoint` writes, taken on the loop."""
+        return DLedgerCheckpoint(
+            end_index=self.ledger_end_index, committed_index=self.committed_index
+        )
+
+    def persist_checkpoint(self, values: DLedgerCheckpoint | None = None) -> None:
+        """Write ``checkpoint`` (``persistCheckPoint``). Blocks."""
+        persist_checkpoint(self.base_dir, values or self.checkpoint_values())
+
+    def flush(self) -> tuple[int, int]:
+        """Make the data and index written so far durable (``FlushDataService``); returns the
+        flushed data and index offsets. Blocks."""
+        return self.data.flush(), self.index.flush()
+
+    def close(self) -> None:
+        """Flush, write the checkpoint and unmap (``shutdown``). Blocks."""
+        if self._loaded:
+            self.flush()
+            self.persist_checkpoint()
+        self.data.close()
+        self.index.close()

@@ -1,0 +1,126 @@
+"""The real 5.x gRPC client (rocketmq-python-client 5.1.2) through ``mqproxy`` (Cluster mode).
+
+1. Start ``mqnamesrv``, ``mqbroker`` and ``mqproxy`` as processes on loopback (the proxy on port
+   0, read from its boot line). 2. Create a NORMAL topic with ``mqadmin``. 3. In the interop venv
+   (``install_grpc_client.py``; the client's generated modules clash with ours in one process) a
+   ``Producer`` bound to the topic sends NORMAL messages through the proxy and shuts down. 4. Every
+   send returns a receipt with the client's message id. 5. Our own remoting pull consumer reads
+   every message back from the broker with the body, tag, key, user property and ``UNIQ_KEY`` the
+   client sent. 6. The proxy logged the client's termination and exits 0 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rocketpy.client.message import MessageExt, MessageQueue
+from rocketpy.client.pull_api import PullStatus
+from rocketpy.client.pull_consumer import PullConsumer
+from tests.helpers.processes import BIN, Daemon, run_bin, start_broker, start_namesrv
+from tests.interop.install_grpc_client import interop_python
+
+pytestmark = pytest.mark.interop
+
+HERE = Path(__file__).parent
+PROXY_BOOT = re.compile(r"rocketmq-proxy startup successfully, grpc address (\S+):(\d+),")
+COUNT = 200
+TOPIC = "GrpcInteropTopic"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _grpc_client() -> None:
+    if not interop_python().exists():
+        pytest.skip("rocketmq-python-client 5.1.2 is not installed; run `make test`")
+
+
+def _driver(*args: str, timeout_s: float = 120.0) -> dict[str, object]:
+    result = subprocess.run(
+        [str(interop_python()), str(HERE / "grpc_driver.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        cwd=HERE,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"driver printed no result (rc {result.returncode}):\n{result.stderr[-3000:]}"
+    parsed: dict[str, object] = json.loads(lines[-1])
+    return parsed
+
+
+def start_proxy(tmp: Path, namesrv: str) -> tuple[Daemon, int]:
+    """``bin/mqproxy -n <namesrv> -pc <json>`` on a free loopback port; the daemon and port."""
+    conf = tmp / "rmq-proxy.json"
+    conf.write_text(
+        json.dumps({"grpcServerPort": 0, "bindAddress": "127.0.0.1", "grpcShutdownTimeSeconds": 2}),
+        encoding="utf-8",
+    )
+    daemon = Daemon([str(BIN / "mqproxy"), "-n", namesrv, "-pc", str(conf)], tmp / "logs")
+    match = daemon.wait_for(PROXY_BOOT)
+    return daemon, int(match.group(2))
+
+
+async def _pull_all(namesrv: str, topic: str) -> list[MessageExt]:
+    consumer = PullConsumer("grpc_interop_reader", namesrv)
+    await consumer.start()
+    got: list[MessageExt] = []
+    try:
+        async with asyncio.timeout(30):
+            for queue in await consumer.fetch_queues(topic):
+                got.extend(await _pull_queue(consumer, queue))
+    finally:
+        await consumer.shutdown()
+    return got
+
+
+async def _pull_queue(consumer: PullConsumer, queue: MessageQueue) -> list[MessageExt]:
+    got: list[MessageExt] = []
+    offset = 0
+    while True:
+        result = await consumer.pull(queue, offset, max_nums=32)
+        if result.status != PullStatus.FOUND:
+            return got
+        got.extend(result.msgs)
+        offset = result.next_begin_offset
+
+
+def test_python_grpc_producer_sends_through_mqproxy(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    proxy = None
+    try:
+        created = run_bin(
+            ["mqadmin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", TOPIC,
+             "-r", "4", "-w", "4", "-a", "+message.type=NORMAL"],
+            tmp_path,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        result = _driver(
+            "produce", "--endpoint", f"127.0.0.1:{port}", "--topic", TOPIC, "--count", str(COUNT)
+        )
+        assert result["errors"] == []
+        sent = result["sent"]
+        assert isinstance(sent, list)
+        assert len(sent) == COUNT
+        ids = {int(s["index"]): str(s["message_id"]) for s in sent}
+        assert len(set(ids.values())) == COUNT
+        stored = asyncio.run(_pull_all(ns_addr, TOPIC))
+        by_index = {int(m.properties["index"]): m for m in stored}
+        assert sorted(by_index) == list(range(COUNT)), f"{len(stored)} stored"
+        for i, msg in by_index.items():
+            assert msg.body == f"body-{i}".encode()
+            assert msg.msg_id == ids[i]  # UNIQ_KEY = the client's message id
+            assert (msg.tags, msg.keys) == ("TagA", f"key-{i}")
+            assert msg.properties["PGROUP"] == TOPIC
+        assert len({m.queue_id for m in stored}) == 4  # round robin over the write queues
+        proxy.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
