@@ -5,7 +5,8 @@ when it is delivered or cancelled), their DataVersion, the fastjson text of
 ``TimerMetricsSerializeWrapper`` (``{"dataVersion": {...}, "timingCount": {topic: {"count": n,
 "timeStamp": ms}}}``, the GET_TIMER_METRICS body and the file) and reading/writing the file
 (atomically, with ``.bak``). Mirrors ``store/timer/TimerMetrics``. Must not: block the loop
-(``load``/``persist`` run on the timer store's executor).
+(``load``/``write`` run on the timer store's executor) or be read off the loop while the loop
+moves the counts (``changes`` takes the text on the loop).
 """
 
 from __future__ import annotations
@@ -72,13 +73,18 @@ class TimerMetrics:
         )
         self._persisted = self.data_version
 
-    def persist(self) -> None:
-        """Write the file if anything changed since the last write. Blocks."""
+    def changes(self) -> bytes | None:
+        """The file's new content if anything changed since the last :meth:`changes` (taken on
+        the loop, which alone moves the counts; :meth:`write` it off the loop)."""
         current = self.data_version
         if current == self._persisted:
-            return
-        write_atomic(self.path, self.encode().encode())
+            return None
         self._persisted = current
+        return self.encode().encode()
+
+    def write(self, data: bytes) -> None:
+        """Replace the file with ``data`` from :meth:`changes`. Blocks."""
+        write_atomic(self.path, data)
 
 
 def _parse(data: bytes) -> dict[str, Any] | None:

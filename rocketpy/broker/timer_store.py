@@ -503,11 +503,13 @@ class TimerMessageStore:
         if not self._loaded:
             return
         data = self.prepare_checkpoint()
+        metrics = self.metrics.changes()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._flush_files, data)
+        await loop.run_in_executor(self._executor, self._flush_files, data, metrics)
 
-    def _flush_files(self, data: TimerCheckpointData) -> None:
+    def _flush_files(self, data: TimerCheckpointData, metrics: bytes | None) -> None:
         self.timer_log.flush()
         self.wheel.flush()
         self.checkpoint.write(data)
-        self.metrics.persist()
+        if metrics is not None:
+            self.metrics.write(metrics)
