@@ -5,7 +5,8 @@ Owns: ``python -m rocketpy.tools.benchmark timer``: send ``--count`` messages wi
 the topic and print the delivery lateness (arrival minus ``TIMER_DELIVER_MS``) p50/p99/max and
 how many came early or never. A plain message goes first and the timer messages only once the
 consumer received it, so the consumer's start (route, rebalance) is not counted as lateness.
-Must not: be used as a test (numbers vary by machine).
+Mirrors upstream's ``example/benchmark/timer`` ``TimerProducer``/``TimerConsumer`` pair in one
+command. Must not: be used as a test (numbers vary by machine).
 """
 
 from __future__ import annotations
