@@ -153,6 +153,20 @@ class SendMessageProcessor:
         props[MessageConst.REAL_QID] = str(queue_id)
         return tv.RMQ_SYS_SCHEDULE_TOPIC, level - 1
 
+    def schedule_route(
+        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str]
+    ) -> tuple[str, int] | TimerRefusal:
+        """``HookUtils.handleScheduleMessage``: the timer hook (``timer_hook.py``), then delay
+        levels (:meth:`apply_delay`); a send and a committed transactional message go here."""
+        if self.timer_hook is not None:
+            timed = self.timer_hook.apply(
+                topic, queue_id, sys_flag, props, self._rt.clock.wall_ms()
+            )
+            if isinstance(timed, TimerRefusal):
+                return timed
+            topic, queue_id = timed
+        return self.apply_delay(topic, queue_id, sys_flag, props)
+
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
     async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -378,12 +392,10 @@ class SendMessageProcessor:
                 f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
                 ext_fields=self._ext(),
             )
-        if self.timer_hook is not None:
-            timed = self.timer_hook.apply(topic, queue_id, sys_flag, props, rt.clock.wall_ms())
-            if isinstance(timed, TimerRefusal):
-                return request.make_response(timed.code, timed.remark, ext_fields=self._ext())
-            topic, queue_id = timed
-        topic, queue_id = self.apply_delay(topic, queue_id, sys_flag, props)
+        routed = self.schedule_route(topic, queue_id, sys_flag, props)
+        if isinstance(routed, TimerRefusal):
+            return request.make_response(routed.code, routed.remark, ext_fields=self._ext())
+        topic, queue_id = routed
         return topic, queue_id, sys_flag, encode_properties(props), uniq
 
     def _illegal(self, request: RemotingCommand) -> RemotingCommand:
