@@ -267,8 +267,8 @@ async def test_unimplemented_rpcs_answer_not_implemented_in_their_status(
 ) -> None:
     ack = await stub.AckMessage(spb.AckMessageRequest(), metadata=META, timeout=TIMEOUT_S)
     assert ack.status.code == pb.Code.NOT_IMPLEMENTED
-    end = await stub.EndTransaction(spb.EndTransactionRequest(), metadata=META, timeout=TIMEOUT_S)
-    assert end.status.code == pb.Code.NOT_IMPLEMENTED
+    recall = await stub.RecallMessage(spb.RecallMessageRequest(), metadata=META, timeout=TIMEOUT_S)
+    assert recall.status.code == pb.Code.NOT_IMPLEMENTED
     stream = stub.ReceiveMessage(spb.ReceiveMessageRequest(), metadata=META, timeout=TIMEOUT_S)
     replies = [r async for r in stream]
     assert [r.status.code for r in replies] == [pb.Code.NOT_IMPLEMENTED]
