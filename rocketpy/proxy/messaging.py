@@ -117,6 +117,12 @@ class MessagingActivity:
         self._round_robin = itertools.count()
         self._now = time.monotonic
 
+    @property
+    def _local_port(self) -> int | None:
+        """Local mode routes to each broker's host with the gRPC port; Cluster mode to the
+        request's endpoints."""
+        return self.grpc_port if self.config.proxy_mode.lower() == "local" else None
+
     def _endpoints(self, requested: pb.Endpoints) -> pb.Endpoints:
         return proxy_endpoints(
             requested, self.grpc_port, use_request_port=self.config.use_endpoint_port_from_request
@@ -130,7 +136,9 @@ class MessagingActivity:
         validate_topic(topic)
         route = await self.backend.topic_route(topic)
         kind = await self.backend.topic_message_type(topic, route)
-        queues = message_queues(req.topic, route, self._endpoints(req.endpoints), kind)
+        queues = message_queues(
+            req.topic, route, self._endpoints(req.endpoints), kind, local_port=self._local_port
+        )
         return spb.QueryRouteResponse(status=status(pb.Code.OK), message_queues=queues)
 
     async def query_assignment(
@@ -142,8 +150,9 @@ class MessagingActivity:
         route = await self.backend.topic_route(req.topic.name)
         group = await self.backend.subscription_group(req.group.name)
         found = assignments(
-            req.topic, route, self._endpoints(req.endpoints), fifo=group.consume_message_orderly
-        )
+            req.topic, route, self._endpoints(req.endpoints),
+            fifo=group.consume_message_orderly, local_port=self._local_port,
+        )  # fmt: skip
         if not found:
             return spb.QueryAssignmentResponse(
                 status=status(pb.Code.FORBIDDEN, "no readable queue")

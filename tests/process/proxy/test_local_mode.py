@@ -29,7 +29,6 @@ from rocketpy.proxy.pb import service_pb2_grpc
 from tests.helpers.grpc_proxy import (
     TIMEOUT_S,
     create_topic,
-    endpoints,
     message,
     meta,
     pull_all,
@@ -96,8 +95,12 @@ async def stub(local: Local) -> AsyncIterator[service_pb2_grpc.MessagingServiceS
 async def test_local_mode_route_and_send(
     stub: service_pb2_grpc.MessagingServiceStub, local: Local
 ) -> None:
+    # The client came in as "localhost": Local mode answers with the broker's own host instead.
+    asked = pb.Endpoints(
+        scheme=pb.AddressScheme.DOMAIN_NAME, addresses=[pb.Address(host="localhost", port=1)]
+    )
     route = await stub.QueryRoute(
-        spb.QueryRouteRequest(topic=pb.Resource(name="LocalTopic"), endpoints=endpoints()),
+        spb.QueryRouteRequest(topic=pb.Resource(name="LocalTopic"), endpoints=asked),
         metadata=meta("local@1"), timeout=TIMEOUT_S,
     )  # fmt: skip
     assert route.status.code == pb.Code.OK, route.status.message
