@@ -259,6 +259,28 @@ class BrokerConfig(RocketSettings):
         500, alias="consumerOffsetUpdateVersionStep", ge=1
     )
 
+    # -- POP consumption (``rocketpy.broker.pop_setup``); the revive service keeps due times
+    #    itself, ``enablePopBufferMerge`` is not supported and must stay false
+    revive_queue_num: int = Field(8, alias="reviveQueueNum", ge=1, le=998)
+    revive_interval_ms: int = Field(1_000, alias="reviveInterval", ge=10)
+    revive_max_slow_s: int = Field(3, alias="reviveMaxSlow", ge=0)
+    pop_from_retry_probability: int = Field(20, alias="popFromRetryProbability", ge=0, le=100)
+    pop_polling_size: int = Field(1024, alias="popPollingSize", ge=1)
+    max_pop_polling_size: int = Field(100_000, alias="maxPopPollingSize", ge=1)
+    init_pop_offset_by_check_msg_in_mem: bool = Field(True, alias="initPopOffsetByCheckMsgInMem")
+    enable_pop_buffer_merge: bool = Field(False, alias="enablePopBufferMerge")
+    enable_retry_topic_v2: bool = Field(False, alias="enableRetryTopicV2")
+    pop_response_return_actual_retry_topic: bool = Field(
+        False, alias="popResponseReturnActualRetryTopic"
+    )
+
+    @field_validator("enable_pop_buffer_merge")
+    @classmethod
+    def _no_buffer_merge(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("PopBufferMergeService is not supported; set it to false")
+        return value
+
     @field_validator("broker_name", "broker_cluster_name")
     @classmethod
     def _not_blank(cls, value: str) -> str:

@@ -38,6 +38,7 @@ from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rocketpy.broker.pop_setup import PopSetup
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -279,6 +280,8 @@ class BrokerService:
                 apply=self.apply_config,
             ),
         )
+        self.pop = PopSetup(self.runtime, self._store_root, executor=self._executor)
+        self.pop.register(self.registry)
         self.transaction = TransactionSetup(  # transactional messages, master services
             self.runtime, self.registry, self.schedule, self._send, self._reput, self._store_config
         )
@@ -388,6 +391,7 @@ class BrokerService:
         await self.schedule.load()
         self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
+        await self.pop.start()
         await self.server.start()
         self._serving = True
         self.runtime.store_host = (self._config.broker_ip1, self.server.port)
@@ -484,11 +488,13 @@ class BrokerService:
                     )
             log.info("broker shutdown: stop accepting, finish in-flight requests")
             self.hold.wake_all()
+            self.pop.wake_all()
             await self.hold.wait_woken(budget / 6)
             await self.server.stop(timeout_s=budget / 3)
             self._serving = False
         self._stop.set()
         await self.hold.stop()
+        await self.pop.stop()
         if self.acting is not None:
             await self.acting.stop()
         await self.transaction.master.stop()

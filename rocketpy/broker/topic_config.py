@@ -32,6 +32,7 @@ from rocketpy.remoting.protocol.body.config_shapes import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from rocketpy.remoting.protocol.pop import revive_topic
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +83,7 @@ class TopicConfigManager:
         )
 
     def _init_builtin(self) -> None:
-        """``TopicConfigManager.init``; pop/revive and static-topic internals are out of scope."""
+        """``TopicConfigManager.init``; static-topic internals are out of scope."""
         cfg = self._config
         self._builtin(tv.RMQ_SYS_SELF_TEST_TOPIC, 1)
         if cfg.auto_create_topic_enable:
@@ -104,6 +105,7 @@ class TopicConfigManager:
         self._builtin(f"{cfg.broker_cluster_name}_{tv.REPLY_TOPIC_POSTFIX}", 1)
         self._builtin(tv.RMQ_SYS_TRANS_HALF_TOPIC, 1)
         self._builtin(tv.RMQ_SYS_TRANS_OP_HALF_TOPIC, 1)
+        self._builtin(revive_topic(cfg.broker_cluster_name), cfg.revive_queue_num)  # POP
 
     async def load(self) -> None:
         """Overlay ``topics.json`` (or its ``.bak``) on the built-in table.

@@ -1,11 +1,13 @@
 """Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``.
 
-Owns: the command line ``python -m rocketpy.tools.benchmark producer|batchproducer|consumer|echo``
+Owns: the command line ``python -m rocketpy.tools.benchmark
+producer|batchproducer|consumer|popconsumer|echo``
 and the runners ``make bench`` (:mod:`rocketpy.tools.bench_suite`) drives.
 ``producer``/``batchproducer`` keep ``--inflight`` sends outstanding with the real
 :class:`rocketpy.client.Producer` and print every ``--report-interval`` seconds the send TPS, max
 and average RT, p50/p99 and failures, then a summary; ``consumer`` push-consumes and prints the
-consume TPS and born-to-consume latency; ``echo`` serves the raw loopback ceiling.
+consume TPS and born-to-consume latency; ``popconsumer`` POP-consumes and acks
+(:mod:`rocketpy.tools.bench_pop`); ``echo`` serves the raw loopback ceiling.
 Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
 """
 
@@ -33,6 +35,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.remoting.protocol.headers.base import ext_encoder
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
+from rocketpy.tools.bench_pop import run_pop_consumer
 from rocketpy.tools.loadgen import (
     Latencies,
     Result,
@@ -293,7 +296,7 @@ async def _echo_main(port: int) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketpy.tools.benchmark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("producer", "batchproducer", "consumer"):
+    for name in ("producer", "batchproducer", "consumer", "popconsumer"):
         p = sub.add_parser(name)
         p.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
         p.add_argument("-t", "--topic", default="BenchmarkTest")
@@ -340,6 +343,18 @@ def main(argv: list[str] | None = None) -> int:
                 duration_s=args.duration,
                 batch=batch,
                 tags=args.tags,
+                report_interval_s=args.report_interval,
+            )
+        )
+    elif args.command == "popconsumer":
+        run_loop(
+            lambda: run_pop_consumer(
+                args.namesrv,
+                args.topic,
+                args.group,
+                duration_s=args.duration,
+                inflight=args.inflight,
+                batch=args.batch,
                 report_interval_s=args.report_interval,
             )
         )
