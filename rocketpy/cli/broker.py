@@ -108,15 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     store_config, _ = load_settings(MessageStoreConfig, args)
     ha_config, _ = load_settings(HAConfig, args)
     ha_config = resolve_ha_config(ha_config, config)
+    proxy_config = (
+        load_local_config(args.proxy_config, config.namesrv_addr) if args.enable_proxy else None
+    )
     if args.print_config:
         print_config(config)
         print_config(store_config)
         print_config(ha_config)
+        if proxy_config is not None:
+            print_config(proxy_config)
         return 0
     start_logging("broker")
-    proxy_config = (
-        load_local_config(args.proxy_config, config.namesrv_addr) if args.enable_proxy else None
-    )
     return run(_serve(config, store_config, ha_config, proxy_config))
 
 

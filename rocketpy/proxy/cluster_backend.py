@@ -247,18 +247,25 @@ class ClusterBackend:
                 log.warning("producer heartbeat refused", broker=addr, remark=response.remark)
 
     async def subscription_group(self, group: str) -> GroupSettings:
-        """See :meth:`MessagingBackend.subscription_group`."""
+        """See :meth:`MessagingBackend.subscription_group`; the defaults, not cached, while the
+        cluster's route cannot be had."""
         cached = self._groups.get(group)
         if cached and self._fresh(cached[1], self._config.topic_config_cache_refresh_s):
             return cached[0]
-        found = await self._fetch_group(group)
+        try:
+            route = await self.topic_route(self._config.rocketmq_cluster_name)
+        except ProxyError as e:
+            log.warning(
+                "no route to the cluster, group config defaults", group=group, error=e.message
+            )
+            return cached[0] if cached else GroupSettings()
+        found = await self._fetch_group(group, route)
         self._groups[group] = (found, asyncio.get_running_loop().time())
         return found
 
-    async def _fetch_group(self, group: str) -> GroupSettings:
+    async def _fetch_group(self, group: str, route: TopicRoute) -> GroupSettings:
         """``ClusterMetadataService.getSubscriptionGroupConfig``: the masters of the cluster's
         route (the topic named ``rocketMQClusterName``), until one has the group."""
-        route = await self.topic_route(self._config.rocketmq_cluster_name)
         ext = to_ext(GetSubscriptionGroupConfigRequestHeader(group=group))
         for broker in route.brokers:
             addr = broker.broker_addrs.get(MASTER_ID)
