@@ -100,8 +100,11 @@ test-interop: $(STAMP) $(INTEROP) $(INTEROP5)
 	$(PYTEST) -m interop --timeout=600
 
 CLUSTER_DIR ?= $(CURDIR)/.cluster
+# PROXY=local (default): every broker serves gRPC too (--enable-proxy); PROXY=cluster: one
+# mqproxy; PROXY= (empty): no proxy. The summary prints the gRPC endpoints.
+PROXY ?= local
 cluster: $(STAMP)
-	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)" $(if $(EMBEDDED),--embedded)
+	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)" $(if $(EMBEDDED),--embedded) $(if $(PROXY),--proxy $(PROXY))
 
 cluster-kill-master: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster kill-master --dir "$(CLUSTER_DIR)"

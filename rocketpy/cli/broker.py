@@ -8,6 +8,11 @@ file), ``-n`` NameServer address list (``;``-separated; else ``namesrvAddr`` fro
 part only when a NameServer is configured, as upstream). In controller mode the line waits until
 the controllers gave the broker a role; until then it prints that it waits for them. SIGTERM/SIGINT
 stop it in order; a bad config exits 2 with one line; a broker that dies of a bug exits 1.
+
+``--enable-proxy [-pc rmq-proxy.json]`` (Local mode, upstream ``ProxyStartup -pm local``) also
+serves the 5.x gRPC clients from this process (``rocketpy/cli/local_proxy.py``): after the boot
+line it prints ``rocketmq-proxy startup successfully, grpc address <host>:<port>,
+proxyMode=local ...``; SIGTERM stops the proxy first, then the broker.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.service import BrokerService
+from rocketpy.cli import proxy as proxy_cli
 from rocketpy.cli.common import (
     boot,
     daemon_parser,
@@ -25,8 +31,10 @@ from rocketpy.cli.common import (
     refuse_unknown,
     start_logging,
 )
-from rocketpy.common.aio import run, serve_until_signalled
+from rocketpy.cli.local_proxy import load_local_config, local_proxy
+from rocketpy.common.aio import Service, run, serve_until_signalled
 from rocketpy.ha.config import HAConfig
+from rocketpy.proxy.config import ProxyConfig
 from rocketpy.store.config import MessageStoreConfig
 
 
@@ -59,14 +67,26 @@ def resolve_ha_config(ha: HAConfig, broker: BrokerConfig) -> HAConfig:
 
 
 async def _serve(
-    config: BrokerConfig, store_config: MessageStoreConfig, ha_config: HAConfig
-) -> int:
+    config: BrokerConfig, store_config: MessageStoreConfig, ha_config: HAConfig,
+    proxy_config: ProxyConfig | None,
+) -> int:  # fmt: skip
     shutdown = asyncio.Event()
     service = BrokerService(config, store_config, on_fatal=shutdown.set, ha_config=ha_config)
     service.on_ready = lambda: boot(boot_line(service))
+    services: list[Service] = [service]
+    if proxy_config is not None:
+        proxy = local_proxy(proxy_config, service)
+        services.append(proxy)
+
+    def started() -> None:
+        if not service.ready.is_set():
+            boot(waiting_line(service))
+        if len(services) > 1:
+            boot(proxy_cli.boot_line(proxy))
+
     code = await serve_until_signalled(
-        [service],
-        on_started=lambda: None if service.ready.is_set() else boot(waiting_line(service)),
+        services,
+        on_started=started,
         stop_timeout_s=config.shutdown_timeout_ms / 1000 + 5,
         shutdown=shutdown,
     )
@@ -75,20 +95,31 @@ async def _serve(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqbroker`` and ``python -m rocketpy.cli.broker``."""
-    args = daemon_parser("mqbroker", __doc__ or "").parse_args(argv)
+    parser = daemon_parser("mqbroker", __doc__ or "")
+    parser.add_argument(
+        "--enable-proxy", dest="enable_proxy", action="store_true",
+        help="also serve the 5.x gRPC clients in this process (Local mode)",
+    )  # fmt: skip
+    parser.add_argument("-pc", "--proxyConfigPath", dest="proxy_config", help="rmq-proxy.json")
+    args = parser.parse_args(argv)
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else None
     refuse_unknown(args, BrokerConfig, MessageStoreConfig, HAConfig)
     config, _ = load_settings(BrokerConfig, args, overrides)
     store_config, _ = load_settings(MessageStoreConfig, args)
     ha_config, _ = load_settings(HAConfig, args)
     ha_config = resolve_ha_config(ha_config, config)
+    proxy_config = (
+        load_local_config(args.proxy_config, config.namesrv_addr) if args.enable_proxy else None
+    )
     if args.print_config:
         print_config(config)
         print_config(store_config)
         print_config(ha_config)
+        if proxy_config is not None:
+            print_config(proxy_config)
         return 0
     start_logging("broker")
-    return run(_serve(config, store_config, ha_config))
+    return run(_serve(config, store_config, ha_config, proxy_config))
 
 
 if __name__ == "__main__":

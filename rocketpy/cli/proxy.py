@@ -3,11 +3,12 @@
 Flags as upstream: ``-n`` NameServer address list (else ``namesrvAddr`` from the file or the
 ``NAMESRV_ADDR`` environment variable), ``-pc`` the ``rmq-proxy.json`` file (a JSON object keyed
 by ``ProxyConfig`` field names; default ``$ROCKETMQ_HOME/conf/rmq-proxy.json`` when that
-exists), ``-pm`` the proxy mode (only ``cluster`` so far), and rocketpy's ``-p`` (print the
-effective configuration and exit). Prints ``rocketmq-proxy startup successfully, grpc address
-<host>:<port>, proxyMode=cluster and name server is <namesrvAddr>`` when serving (the bound port
-when ``grpcServerPort=0``). SIGTERM/SIGINT stop it: no new calls, in-flight ones finish, then the
-broker connections close. A bad or unknown key exits 2 with one line.
+exists), ``-pm`` the proxy mode (``cluster``; ``local`` is ``mqbroker --enable-proxy`` and is
+refused here), and rocketpy's ``-p`` (print the effective configuration and exit). Prints
+``rocketmq-proxy startup successfully, grpc address <host>:<port>, proxyMode=cluster and name
+server is <namesrvAddr>`` when serving (the bound port when ``grpcServerPort=0``).
+SIGTERM/SIGINT stop it: no new calls, in-flight ones finish, then the broker connections close.
+A bad or unknown key exits 2 with one line.
 """
 
 from __future__ import annotations
@@ -108,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bin/mqproxy`` and ``python -m rocketpy.cli.proxy``."""
     args = _parser().parse_args(argv)
     config = load_config(args)
+    if config.proxy_mode.lower() == "local":
+        print(
+            "proxyMode=local runs the proxy inside a broker: start `mqbroker --enable-proxy` "
+            "instead of mqproxy",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG)
     if args.print_config:
         print_config(config)
         return 0

@@ -1,21 +1,38 @@
-"""What the gRPC side needs from the brokers: one interface, a Cluster and (later) a Local one.
+"""What the gRPC side needs from the brokers: one interface for Cluster and Local mode.
 
 Owns: :class:`MessagingBackend` (the part of upstream's ``MessagingProcessor``/``ServiceManager``
-the implemented RPCs use: routes, topic message types, sending) and the values crossing it.
-``rocketpy/proxy/cluster_backend.py`` implements it over remoting (Cluster mode, ``mqproxy``);
-a Local implementation calling broker processors in-process is injected by ``cli`` so that
-``rocketpy.proxy`` never imports ``rocketpy.broker``. Must not: know about gRPC messages.
+the implemented RPCs use: routes, topic and group configs, sending, ending transactions,
+registering producer groups, and the brokers' transaction check-backs handed up) and the values
+crossing it. ``rocketpy/proxy/cluster_backend.py`` implements it over a transport: remoting in
+Cluster mode (``mqproxy``), or in Local mode (``mqbroker --enable-proxy``) a transport that
+``cli`` builds to call its broker's processors in-process, so that ``rocketpy.proxy`` never
+imports ``rocketpy.broker``. Must not: know about gRPC messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from rocketpy.client.admin import TopicRoute
 from rocketpy.proxy.route import TopicMessageType
 from rocketpy.proxy.send import OutgoingMessage
+from rocketpy.proxy.transaction import TransactionCheck
+from rocketpy.remoting.protocol.headers.transaction import EndTransactionRequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """The part of a ``SubscriptionGroupConfig`` the proxy hands to consumers.
+
+    Attributes:
+        consume_message_orderly: a FIFO group (``subscription.fifo``, one assignment per queue).
+        retry_max_times: ``backoff_policy.max_attempts`` is this plus one.
+    """
+
+    consume_message_orderly: bool = False
+    retry_max_times: int = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +57,9 @@ class SendOutcome:
 
 class MessagingBackend(Protocol):
     """The brokers as the proxy's RPC handlers see them."""
+
+    #: Told of every CHECK_TRANSACTION_STATE a broker sends this proxy (set by the activity).
+    on_transaction_check: Callable[[TransactionCheck], None] | None
 
     async def start(self) -> None:
         """Get ready (nothing is dialled before the first request)."""
@@ -73,4 +93,24 @@ class MessagingBackend(Protocol):
         Raises:
             ProxyError: the broker refused (mapped code), PROXY_TIMEOUT, or it is unreachable.
         """
+        ...
+
+    async def end_transaction(self, broker_addr: str, header: EndTransactionRequestHeader) -> None:
+        """END_TRANSACTION (37), oneway, to the broker holding the half message.
+
+        Raises:
+            ProxyError: INTERNAL_SERVER_ERROR when the broker cannot be reached.
+        """
+        ...
+
+    async def register_producer(
+        self, broker_addrs: Collection[str], client_id: str, groups: Collection[str]
+    ) -> None:
+        """HEART_BEAT (34) naming ``groups`` as producer groups of ``client_id`` to each broker,
+        so their check-backs reach this proxy; a broker that fails is logged and skipped."""
+        ...
+
+    async def subscription_group(self, group: str) -> GroupSettings:
+        """The group's config (cached): GET_SUBSCRIPTIONGROUP_CONFIG (352) to a master of the
+        cluster ``rocketMQClusterName``; the defaults when no broker knows the group."""
         ...

@@ -11,11 +11,14 @@ monotonic time.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from rocketpy.proxy.backend import GroupSettings
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.pb import definition_pb2 as pb
+from rocketpy.proxy.pb import service_pb2 as spb
 
 #: ``CustomizedRetryPolicy``'s default ``next`` (ms): 1s 5s 10s 30s 1m 2m ... 10m 20m 30m 1h 2h.
 DEFAULT_CUSTOMIZED_BACKOFF_MS: Final = (
@@ -50,17 +53,19 @@ def producer_settings(settings: pb.Settings, config: ProxyConfig) -> pb.Settings
     return merged
 
 
-def consumer_settings(settings: pb.Settings) -> pb.Settings:
-    """``updateClientSettings`` for a consumer: the defaults of a ``SubscriptionGroupConfig``
+def consumer_settings(settings: pb.Settings, group: GroupSettings | None = None) -> pb.Settings:
+    """``updateClientSettings`` for a consumer: its group's ``SubscriptionGroupConfig`` (FIFO
+    = ``consumeMessageOrderly``, attempts = ``retryMaxTimes + 1``; the defaults without one)
     under the client's own settings (``createDefaultConsumerSettingsBuilder().mergeFrom``)."""
+    group = group or GroupSettings()
     merged = pb.Settings(
         subscription=pb.Subscription(
             receive_batch_size=CONSUMER_BATCH_SIZE,
             long_polling_timeout=_duration_ms(CONSUMER_LONG_POLLING_MS),
-            fifo=False,
+            fifo=group.consume_message_orderly,
         ),
         backoff_policy=pb.RetryPolicy(
-            max_attempts=DEFAULT_RETRY_MAX_TIMES + 1,
+            max_attempts=group.retry_max_times + 1,
             customized_backoff=pb.CustomizedBackoff(
                 next=[_duration_ms(ms) for ms in DEFAULT_CUSTOMIZED_BACKOFF_MS]
             ),
@@ -83,11 +88,13 @@ def answer(settings: pb.Settings, config: ProxyConfig) -> pb.Settings:
 
 @dataclass(slots=True)
 class ClientState:
-    """One client: its stored settings and when it was last heard from (monotonic seconds)."""
+    """One client: its stored settings, when it was last heard from (monotonic seconds) and,
+    while its Telemetry stream is open, how to write a command to it."""
 
     client_id: str
     settings: pb.Settings
     last_seen: float
+    push: Callable[[spb.TelemetryCommand], None] | None = None
 
     @property
     def client_type(self) -> int:
@@ -102,12 +109,22 @@ class ClientRegistry:
         self._idle_s = idle_s
         self._clients: dict[str, ClientState] = {}
 
-    def update(self, client_id: str, settings: pb.Settings, now: float) -> ClientState:
-        """``updateClientSettings``: store what a Telemetry ``settings`` command said."""
-        stored = consumer_settings(settings) if settings.HasField("subscription") else settings
-        state = ClientState(client_id, stored, now)
+    def update(
+        self, client_id: str, settings: pb.Settings, now: float, group: GroupSettings | None = None
+    ) -> ClientState:
+        """``updateClientSettings``: store what a Telemetry ``settings`` command said (a
+        consumer's under its ``group``'s config)."""
+        stored = (
+            consumer_settings(settings, group) if settings.HasField("subscription") else settings
+        )
+        old = self._clients.get(client_id)
+        state = ClientState(client_id, stored, now, old.push if old else None)
         self._clients[client_id] = state
         return state
+
+    def all(self) -> Iterator[ClientState]:
+        """Every known client."""
+        return iter(list(self._clients.values()))
 
     def get(self, client_id: str) -> ClientState | None:
         """The client, if it sent Settings and has not expired or terminated."""

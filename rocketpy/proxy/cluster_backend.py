@@ -1,12 +1,17 @@
-"""The Cluster-mode backend: NameServer routes and broker requests over remoting.
+"""The backend: NameServer routes and broker requests as remoting commands over a transport.
 
 Owns: :class:`ClusterBackend` (upstream ``ClusterServiceManager`` with ``TopicRouteService``,
-``ClusterMetadataService`` and ``ClusterMessageService``: GET_ROUTEINFO_BY_TOPIC (105) to the
-NameServers, GET_TOPIC_CONFIG (351) to a master of the topic, SEND_MESSAGE_V2 (310) or
-SEND_BATCH_MESSAGE (320) to the chosen master; proxy.md sections 2 and 4). Routes and topic configs
-are cached and re-fetched once older than ``topicRouteServiceCacheRefreshSeconds`` /
-``topicConfigCacheRefreshSeconds``; a stale entry is served while a NameServer cannot be reached.
-Must not: import ``rocketpy.broker`` or know gRPC.
+``ClusterMetadataService``, ``ClusterMessageService`` and ``ClusterTransactionService``'s broker
+side: GET_ROUTEINFO_BY_TOPIC (105) to the NameServers, GET_TOPIC_CONFIG (351) to a master of the
+topic, GET_SUBSCRIPTIONGROUP_CONFIG (352) to a master of the cluster, SEND_MESSAGE_V2 (310) or
+SEND_BATCH_MESSAGE (320) to the chosen master, END_TRANSACTION (37) oneway, HEART_BEAT (34) with
+the producer groups, and the brokers' CHECK_TRANSACTION_STATE (39) decoded and handed to
+``on_transaction_check``; proxy.md sections 2 and 4). Routes, topic and group configs are cached
+and re-fetched once older than ``topicRouteServiceCacheRefreshSeconds`` /
+``topicConfigCacheRefreshSeconds``; a stale route is served while a NameServer cannot be reached.
+The transport is remoting (Cluster mode) unless the caller passes another: Local mode's calls
+its broker's processors in-process for that broker's address. Must not: import
+``rocketpy.broker`` or know gRPC.
 """
 
 from __future__ import annotations
@@ -15,31 +20,43 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Final
 
 import structlog
 
 from rocketpy.client.admin import TopicRoute, parse_route
 from rocketpy.client.instance import client_ip
+from rocketpy.client.message import decode_message_exts
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import ConnectionClosed, RequestTimeout
+from rocketpy.common.errors import CodecError, ConnectionClosed, RequestTimeout
 from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
-from rocketpy.proxy.backend import SendOutcome
+from rocketpy.proxy.backend import GroupSettings, SendOutcome
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.route import MASTER_ID, TopicMessageType, topic_message_type
 from rocketpy.proxy.send import OutgoingMessage
 from rocketpy.proxy.status import ProxyError, code_for_remoting
+from rocketpy.proxy.transaction import TransactionCheck
+from rocketpy.proxy.transport import RemotingTransport, TransportFactory
+from rocketpy.remoting.protocol.body.heartbeat import HeartbeatData, encode_heartbeat
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.protocol.headers.base import to_ext
-from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2, TopicRequestHeader
+from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
+from rocketpy.remoting.protocol.headers.broker import (
+    GetSubscriptionGroupConfigRequestHeader,
+    SendMessageRequestHeaderV2,
+    TopicRequestHeader,
+)
 from rocketpy.remoting.protocol.headers.namesrv import GetRouteInfoRequestHeader
-from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
 
 log = structlog.get_logger(__name__)
 
@@ -53,17 +70,28 @@ _SEND_STATUS: Final[dict[int, str]] = {
 
 
 class ClusterBackend:
-    """Brokers reached through the NameServers (``proxyMode=cluster``)."""
+    """Brokers reached through the NameServers.
 
-    def __init__(self, config: ProxyConfig) -> None:
+    Args:
+        config: the proxy's settings.
+        transport: builds the transport (given the registry for the brokers' requests);
+            remoting when None (``proxyMode=cluster``).
+    """
+
+    def __init__(self, config: ProxyConfig, transport: TransportFactory | None = None) -> None:
         self._config = config
         self._namesrvs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self._timeout_s = config.proxy_request_timeout_ms / 1000
-        self._remoting = RemotingClient(name="proxy", reconnect_backoff=(0.05, 1.0))
+        registry = ProcessorRegistry()
+        registry.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+        self._remoting = (transport or RemotingTransport)(registry)
+        self.on_transaction_check: Callable[[TransactionCheck], None] | None = None
         #: topic -> (route, loop time fetched)
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
         #: topic -> (message type, loop time fetched)
         self._types: dict[str, tuple[TopicMessageType, float]] = {}
+        #: group -> (settings, loop time fetched)
+        self._groups: dict[str, tuple[GroupSettings, float]] = {}
         self._ns_index = 0
         #: UNIQ_KEYs of batches (``MessageClientIDSetter``; each message keeps the client's).
         self._ids = UniqIdGenerator(
@@ -191,4 +219,96 @@ class ClusterBackend:
             queue_id=int(ext.get("queueId", queue_id)),
             queue_offset=int(ext.get("queueOffset", -1)),
             transaction_id=ext.get("transactionId", ""),
+        )
+
+    async def end_transaction(self, broker_addr: str, header: EndTransactionRequestHeader) -> None:
+        """See :meth:`MessagingBackend.end_transaction`."""
+        request = RemotingCommand.request(RequestCode.END_TRANSACTION, to_ext(header), oneway=True)
+        try:
+            await self._remoting.invoke_oneway(broker_addr, request)
+        except (ConnectionClosed, RequestTimeout) as e:
+            raise ProxyError(
+                pb.Code.INTERNAL_SERVER_ERROR, f"end transaction to {broker_addr}: {e}"
+            ) from e
+
+    async def register_producer(
+        self, broker_addrs: Collection[str], client_id: str, groups: Collection[str]
+    ) -> None:
+        """See :meth:`MessagingBackend.register_producer`."""
+        body = encode_heartbeat(HeartbeatData(client_id=client_id, producer_groups=tuple(groups)))
+        for addr in broker_addrs:
+            request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
+            try:
+                response = await self._remoting.invoke(addr, request, self._timeout_s)
+            except (ConnectionClosed, RequestTimeout) as e:
+                log.warning("producer heartbeat failed", broker=addr, error=str(e))
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("producer heartbeat refused", broker=addr, remark=response.remark)
+
+    async def subscription_group(self, group: str) -> GroupSettings:
+        """See :meth:`MessagingBackend.subscription_group`; the defaults, not cached, while the
+        cluster's route cannot be had."""
+        cached = self._groups.get(group)
+        if cached and self._fresh(cached[1], self._config.topic_config_cache_refresh_s):
+            return cached[0]
+        try:
+            route = await self.topic_route(self._config.rocketmq_cluster_name)
+        except ProxyError as e:
+            log.warning(
+                "no route to the cluster, group config defaults", group=group, error=e.message
+            )
+            return cached[0] if cached else GroupSettings()
+        found = await self._fetch_group(group, route)
+        self._groups[group] = (found, asyncio.get_running_loop().time())
+        return found
+
+    async def _fetch_group(self, group: str, route: TopicRoute) -> GroupSettings:
+        """``ClusterMetadataService.getSubscriptionGroupConfig``: the masters of the cluster's
+        route (the topic named ``rocketMQClusterName``), until one has the group."""
+        ext = to_ext(GetSubscriptionGroupConfigRequestHeader(group=group))
+        for broker in route.brokers:
+            addr = broker.broker_addrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            request = RemotingCommand.request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext)
+            try:
+                response = await self._remoting.invoke(addr, request, self._timeout_s)
+            except (ConnectionClosed, RequestTimeout) as e:
+                log.warning(
+                    "getSubscriptionGroupConfig failed", group=group, broker=addr, error=str(e)
+                )
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                continue
+            obj = fastjson.loads(response.body or b"{}")
+            if isinstance(obj, dict):
+                return GroupSettings(
+                    consume_message_orderly=bool(obj.get("consumeMessageOrderly", False)),
+                    retry_max_times=int(obj.get("retryMaxTimes", 16)),
+                )
+        return GroupSettings()
+
+    async def _on_check(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (oneway, ``ProxyClientRemotingProcessor``): decode and hand
+        it up; nobody listening, or a body that does not decode, is logged and dropped."""
+        try:
+            header = from_ext(CheckTransactionStateRequestHeader, request.ext_fields)
+            msgs = decode_message_exts(request.body or b"", header.bname or "")
+        except CodecError as e:
+            log.warning("checkTransactionState: bad request", error=str(e))
+            return
+        listener = self.on_transaction_check
+        if not msgs or listener is None:
+            log.warning("checkTransactionState dropped", has_message=bool(msgs))
+            return
+        listener(
+            TransactionCheck(
+                broker_name=header.bname or msgs[0].broker_name,
+                broker_addr=ctx.channel.peer,
+                tran_state_table_offset=header.tran_state_table_offset,
+                commit_log_offset=header.commit_log_offset,
+                transaction_id=header.transaction_id or msgs[0].msg_id,
+                message=msgs[0],
+            )
         )

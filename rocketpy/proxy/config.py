@@ -39,8 +39,10 @@ class ProxyConfig(RocketSettings):
     proxy_cluster_name: str = Field(DEFAULT_CLUSTER_NAME, alias="proxyClusterName")
     proxy_name: str = Field("DEFAULT_PROXY", alias="proxyName")
     namesrv_addr: str = Field("", alias="namesrvAddr")
-    #: Only CLUSTER exists in rocketpy so far: LOCAL (``mqbroker --enable-proxy``) is to come.
-    proxy_mode: Literal["cluster", "CLUSTER"] = Field("cluster", alias="proxyMode")
+    #: ``cluster`` (``mqproxy``) or ``local`` (only inside ``mqbroker --enable-proxy``).
+    proxy_mode: Literal["cluster", "CLUSTER", "local", "LOCAL"] = Field(
+        "cluster", alias="proxyMode"
+    )
     bind_address: str = Field("0.0.0.0", alias="bindAddress")
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
     #: The remoting front door is not served yet; the key is accepted so upstream files load.

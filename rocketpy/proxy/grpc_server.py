@@ -27,6 +27,7 @@ from rocketpy.proxy.messaging import CallContext, MessagingActivity
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.pb import service_pb2 as spb
 from rocketpy.proxy.status import ProxyError, status
+from rocketpy.proxy.transaction_service import PRODUCER_HEARTBEAT_S
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +117,13 @@ class ProxyService:
             periodic(EXPIRY_SCAN_S, self._expire, stop=self._stop, name="proxy/client-expiry"),
             name="proxy/client-expiry",
         )
+        self._tasks.spawn(
+            periodic(
+                PRODUCER_HEARTBEAT_S, self._producer_heartbeat, stop=self._stop,
+                name="proxy/producer-heartbeat",
+            ),
+            name="proxy/producer-heartbeat",
+        )  # fmt: skip
         log.info("grpc server start successfully", address=self.address)
 
     async def _serve(self) -> None:
@@ -141,6 +149,10 @@ class ProxyService:
             for client_id in self.activity.expire_clients():
                 log.info("client expired", client_id=client_id)
 
+    async def _producer_heartbeat(self) -> None:
+        if self.activity is not None:
+            await self.activity.transactions.heartbeat()
+
     async def stop(self) -> None:
         """Stop accepting calls, let in-flight ones finish, stop the loop and the backend."""
         self._stop.set()
@@ -158,6 +170,7 @@ class ProxyService:
             "SendMessage": activity.send_message,
             "QueryAssignment": activity.query_assignment,
             "NotifyClientTermination": activity.notify_client_termination,
+            "EndTransaction": activity.end_transaction,
         }
         table: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE.methods:
@@ -212,7 +225,9 @@ class ProxyService:
     async def _telemetry(
         self, requests: AsyncIterator[spb.TelemetryCommand], context: Context
     ) -> AsyncIterator[spb.TelemetryCommand]:
-        """``ClientActivity.telemetry``: answer each Settings with the merged settings; other
+        """``ClientActivity.telemetry``: answer each Settings with the merged settings (a
+        producer's transactional topics are then registered with the brokers); while the stream
+        is open the client's state can push commands on it (transaction check-backs). Other
         commands (thread stack traces, verify results) are acknowledged by silence."""
         activity = self.activity
         assert activity is not None  # noqa: S101 - handlers exist only after start()
@@ -221,11 +236,51 @@ class ProxyService:
         except ProxyError as e:
             yield spb.TelemetryCommand(status=status(e.code, e.message))
             return
-        async for command in requests:
-            if not command.HasField("settings"):
-                continue
-            try:
-                reply = activity.telemetry_settings(command.settings, call)
-            except ValueError as e:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-            yield reply
+        outbox: asyncio.Queue[spb.TelemetryCommand | Exception | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read_telemetry(activity, call, requests, outbox))
+        try:
+            while (item := await outbox.get()) is not None:
+                if isinstance(item, ValueError):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(item))
+                if isinstance(item, Exception):
+                    yield spb.TelemetryCommand(
+                        status=status(pb.Code.INTERNAL_SERVER_ERROR, str(item))
+                    )
+                    continue
+                yield item
+        finally:
+            reader.cancel()
+            state = activity.clients.get(call.client_id)
+            if state is not None and state.push == outbox.put_nowait:
+                state.push = None
+
+    async def _read_telemetry(
+        self, activity: MessagingActivity, call: CallContext,
+        requests: AsyncIterator[spb.TelemetryCommand],
+        outbox: asyncio.Queue[spb.TelemetryCommand | Exception | None],
+    ) -> None:  # fmt: skip
+        """The stream's reading half: Settings in, replies (or the error to answer) out."""
+        try:
+            async for command in requests:
+                if not command.HasField("settings"):
+                    continue
+                try:
+                    reply = await activity.telemetry_settings(command.settings, call)
+                except ValueError as e:
+                    outbox.put_nowait(e)
+                    return
+                except ProxyError as e:
+                    outbox.put_nowait(RuntimeError(e.message))
+                    continue
+                state = activity.clients.get(call.client_id)
+                if state is not None:
+                    state.push = outbox.put_nowait
+                outbox.put_nowait(reply)
+                if command.settings.HasField("publishing"):
+                    await activity.transactions.on_producer_settings(command.settings)
+        except grpc.aio.AioRpcError:
+            pass  # the client went away
+        except Exception:  # the stream's boundary: logged, the stream ends
+            log.exception("telemetry stream failed", client_id=call.client_id)
+        finally:
+            outbox.put_nowait(None)

@@ -4,10 +4,12 @@ Owns: :class:`MessagingActivity`, one method per implemented RPC, mirroring upst
 ``RouteActivity`` (QueryRoute, QueryAssignment), ``ClientActivity`` (Heartbeat, Telemetry Settings,
 NotifyClientTermination) and ``SendMessageActivity`` + ``ProducerProcessor`` (SendMessage:
 validation, topic message-type check, queue choice, SEND_MESSAGE_V2 or, for several messages,
-SEND_BATCH_MESSAGE through the backend). Every method takes a :class:`CallContext` (what the gRPC
-layer read from the call's metadata) and returns the response message or raises
-:class:`ProxyError`; ``rocketpy/proxy/grpc_server.py`` turns that into the response's ``status``
-(proxy.md section 2). Must not: touch gRPC objects, or import the broker.
+SEND_BATCH_MESSAGE through the backend; a stored half message is recorded for EndTransaction,
+which ``rocketpy/proxy/transaction_service.py`` serves with the check-back relay). Every
+method takes a :class:`CallContext` (what the gRPC layer read from the call's metadata) and
+returns the response message or raises :class:`ProxyError`; ``rocketpy/proxy/grpc_server.py``
+turns that into the response's ``status`` (proxy.md section 2). Must not: touch gRPC objects,
+or import the broker.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from dataclasses import dataclass
 import structlog
 
 from rocketpy.client.admin import TopicRoute
-from rocketpy.proxy.backend import MessagingBackend
+from rocketpy.common.errors import CodecError
+from rocketpy.common.message.decoder import decode_offset_msg_id
+from rocketpy.common.message.record import TRANSACTION_PREPARED_TYPE
+from rocketpy.proxy.backend import MessagingBackend, SendOutcome
 from rocketpy.proxy.client_settings import ClientRegistry, answer
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.pb import definition_pb2 as pb
@@ -41,6 +46,7 @@ from rocketpy.proxy.send import (
     validate_topic,
 )
 from rocketpy.proxy.status import ProxyError, status
+from rocketpy.proxy.transaction_service import TransactionService
 
 log = structlog.get_logger(__name__)
 
@@ -107,8 +113,15 @@ class MessagingActivity:
         self.backend = backend
         self.grpc_port = grpc_port
         self.clients = ClientRegistry(config.grpc_client_idle_time_ms / 1000)
+        self.transactions = TransactionService(backend, self.clients, config.proxy_name)
         self._round_robin = itertools.count()
         self._now = time.monotonic
+
+    @property
+    def _local_port(self) -> int | None:
+        """Local mode routes to each broker's host with the gRPC port; Cluster mode to the
+        request's endpoints."""
+        return self.grpc_port if self.config.proxy_mode.lower() == "local" else None
 
     def _endpoints(self, requested: pb.Endpoints) -> pb.Endpoints:
         return proxy_endpoints(
@@ -123,18 +136,23 @@ class MessagingActivity:
         validate_topic(topic)
         route = await self.backend.topic_route(topic)
         kind = await self.backend.topic_message_type(topic, route)
-        queues = message_queues(req.topic, route, self._endpoints(req.endpoints), kind)
+        queues = message_queues(
+            req.topic, route, self._endpoints(req.endpoints), kind, local_port=self._local_port
+        )
         return spb.QueryRouteResponse(status=status(pb.Code.OK), message_queues=queues)
 
     async def query_assignment(
         self, req: spb.QueryAssignmentRequest, call: CallContext
     ) -> spb.QueryAssignmentResponse:
-        """``RouteActivity.queryAssignment`` (groups are not FIFO until group configs can be
-        read from the brokers: rocketpy's broker lacks GET_SUBSCRIPTIONGROUP_CONFIG)."""
+        """``RouteActivity.queryAssignment``: an orderly group gets every read queue."""
         validate_topic(req.topic.name)
         validate_group(req.group.name)
         route = await self.backend.topic_route(req.topic.name)
-        found = assignments(req.topic, route, self._endpoints(req.endpoints), fifo=False)
+        group = await self.backend.subscription_group(req.group.name)
+        found = assignments(
+            req.topic, route, self._endpoints(req.endpoints),
+            fifo=group.consume_message_orderly, local_port=self._local_port,
+        )  # fmt: skip
         if not found:
             return spb.QueryAssignmentResponse(
                 status=status(pb.Code.FORBIDDEN, "no readable queue")
@@ -167,16 +185,23 @@ class MessagingActivity:
         log.info("client terminated", client_id=call.client_id)
         return spb.NotifyClientTerminationResponse(status=status(pb.Code.OK))
 
-    def telemetry_settings(self, settings: pb.Settings, call: CallContext) -> spb.TelemetryCommand:
-        """``ClientActivity.processClientSettings``: store, answer with the merged settings.
+    async def telemetry_settings(
+        self, settings: pb.Settings, call: CallContext
+    ) -> spb.TelemetryCommand:
+        """``ClientActivity.processClientSettings``: store (a consumer's under its group's
+        config), answer with the merged settings.
 
         Raises:
             ValueError: settings with neither publishing nor subscription (the gRPC layer
                 answers INVALID_ARGUMENT, as upstream).
+            ProxyError: the group's config cannot be read.
         """
         if not (settings.HasField("publishing") or settings.HasField("subscription")):
             raise ValueError("settings is invalid")
-        state = self.clients.update(call.client_id, settings, self._now())
+        group = None
+        if settings.HasField("subscription"):
+            group = await self.backend.subscription_group(settings.subscription.group.name)
+        state = self.clients.update(call.client_id, settings, self._now(), group)
         reply = answer(state.settings, self.config)
         return spb.TelemetryCommand(status=status(pb.Code.OK), settings=reply)
 
@@ -211,11 +236,32 @@ class MessagingActivity:
         # convertToSendMessageResponse: one entry per broker result (a batch has one, whose
         # message id is the messages' ids joined with "," as the batch's SendResult.msgId).
         entry = spb.SendResultEntry(status=entry_status(result.send_status))
+        if entry.status.code == pb.Code.OK and outgoing[0].sys_flag & TRANSACTION_PREPARED_TYPE:
+            self._record_half(topic.name, queue.broker_name, result)
         if entry.status.code == pb.Code.OK:
             entry.message_id = ",".join(out.message_id for out in outgoing)
             entry.transaction_id = result.transaction_id
             entry.offset = result.queue_offset
         return spb.SendMessageResponse(status=status(entry.status.code), entries=[entry])
+
+    def _record_half(self, topic: str, broker_name: str, result: SendOutcome) -> None:
+        """Remember where a half message lives, for EndTransaction (group = topic)."""
+        try:
+            _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+        except (CodecError, ValueError):
+            log.warning("half message without offset id", offset_msg_id=result.offset_msg_id)
+            return
+        self.transactions.record_half(
+            topic, broker_name, result.queue_offset, commit_log_offset, result.transaction_id
+        )
+
+    async def end_transaction(
+        self, req: spb.EndTransactionRequest, call: CallContext
+    ) -> spb.EndTransactionResponse:
+        """``EndTransactionActivity.endTransaction``."""
+        validate_topic(req.topic.name)
+        self.clients.touch(call.client_id, self._now())
+        return await self.transactions.end_transaction(req)
 
     def _send_timeout(self, call: CallContext) -> float:
         budget = self.config.proxy_request_timeout_ms / 1000

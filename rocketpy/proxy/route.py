@@ -98,14 +98,37 @@ def proxy_endpoints(
     )
 
 
-def _brokers(brokers: list[BrokerInfo], endpoints: pb.Endpoints) -> dict[str, list[pb.Broker]]:
-    """``buildBrokerMap`` with every address replaced by ``endpoints`` (Cluster mode)."""
+def broker_endpoints(broker_addr: str, grpc_port: int) -> pb.Endpoints:
+    """Local mode (``LocalTopicRouteService.getTopicRouteForProxy``): the broker's own host with
+    the gRPC port, where that broker's in-process proxy listens."""
+    host = broker_addr.rsplit(":", 1)[0].strip("[]")
+    if ":" in host:
+        scheme = pb.AddressScheme.IPv6
+    elif host.replace(".", "").isdigit():
+        scheme = pb.AddressScheme.IPv4
+    else:
+        scheme = pb.AddressScheme.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=grpc_port)])
+
+
+def _endpoints_of(addr: str, endpoints: pb.Endpoints, local_port: int | None) -> pb.Endpoints:
+    return endpoints if local_port is None else broker_endpoints(addr, local_port)
+
+
+def _brokers(
+    brokers: list[BrokerInfo], endpoints: pb.Endpoints, local_port: int | None
+) -> dict[str, list[pb.Broker]]:
+    """``buildBrokerMap`` with every address replaced by ``endpoints`` (Cluster mode) or, with
+    ``local_port``, by the broker's host and that port (Local mode)."""
     out: dict[str, list[pb.Broker]] = {}
     for info in brokers:
         out[info.broker_name] = [
-            pb.Broker(name=info.broker_name, id=broker_id, endpoints=endpoints)
+            pb.Broker(
+                name=info.broker_name, id=broker_id,
+                endpoints=_endpoints_of(info.broker_addrs[broker_id], endpoints, local_port),
+            )
             for broker_id in sorted(info.broker_addrs)
-        ]
+        ]  # fmt: skip
     return out
 
 
@@ -140,11 +163,13 @@ def _queues_of(
 
 
 def message_queues(
-    topic: pb.Resource, route: TopicRoute, endpoints: pb.Endpoints, kind: TopicMessageType
-) -> list[pb.MessageQueue]:
+    topic: pb.Resource, route: TopicRoute, endpoints: pb.Endpoints, kind: TopicMessageType,
+    *, local_port: int | None = None,
+) -> list[pb.MessageQueue]:  # fmt: skip
     """QueryRoute's ``message_queues``: per queue data and per broker id of that name (slaves
-    too), the queues of :func:`_queues_of`, every broker at ``endpoints``."""
-    brokers = _brokers(route.brokers, endpoints)
+    too), the queues of :func:`_queues_of`, every broker at ``endpoints`` (Local mode, with
+    ``local_port``: at its own host and that port)."""
+    brokers = _brokers(route.brokers, endpoints, local_port)
     accept = accept_message_types(kind)
     out: list[pb.MessageQueue] = []
     for q in route.queues:
@@ -157,19 +182,23 @@ def message_queues(
 
 
 def assignments(
-    topic: pb.Resource, route: TopicRoute, endpoints: pb.Endpoints, *, fifo: bool
-) -> list[pb.Assignment]:
+    topic: pb.Resource, route: TopicRoute, endpoints: pb.Endpoints, *, fifo: bool,
+    local_port: int | None = None,
+) -> list[pb.Assignment]:  # fmt: skip
     """QueryAssignment's ``assignments``: per readable broker-set with a master, one queue with
-    id -1 (the proxy pops broker-wide), or for an orderly group one per read queue id."""
+    id -1 (the proxy pops broker-wide), or for an orderly group one per read queue id; brokers
+    at ``endpoints`` or, with ``local_port``, at their own host and that port."""
     brokers = {b.broker_name: b for b in route.brokers}
     out: list[pb.Assignment] = []
     for q in route.queues:
         info = brokers.get(q.broker_name)
         if not (q.perm & PERM_READ) or q.read_queue_nums <= 0 or info is None:
             continue
-        if MASTER_ID not in info.broker_addrs:
+        master = info.broker_addrs.get(MASTER_ID)
+        if master is None:
             continue
-        broker = pb.Broker(name=q.broker_name, id=MASTER_ID, endpoints=endpoints)
+        where = _endpoints_of(master, endpoints, local_port)
+        broker = pb.Broker(name=q.broker_name, id=MASTER_ID, endpoints=where)
         ids = range(q.read_queue_nums) if fifo else (-1,)
         out.extend(
             pb.Assignment(

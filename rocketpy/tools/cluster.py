@@ -8,8 +8,12 @@ master broker to watch a failover (``kill-master``). Starts the NameServer, a th
 controller group and one broker-set of three brokers in controller mode (AutoSwitch HA). With
 ``--embedded`` (``make cluster EMBEDDED=1``) three NameServers with
 ``enableControllerInNamesrv=true`` form the controller group instead of standalone mqcontroller
-processes (upstream's ``cluster-3n-namesrv-plugin`` layout). Must not: import daemon packages (it
-drives them as processes, like an operator would).
+processes (upstream's ``cluster-3n-namesrv-plugin`` layout). ``--proxy local`` (``make cluster
+PROXY=local``, the Makefile's default) starts every broker with ``--enable-proxy`` and its own
+``rmq-proxy.json`` (gRPC on 8081, 8091, 8101 beside the default ports); ``--proxy cluster`` starts
+one ``mqproxy`` (gRPC 8081) after the brokers; either way the summary prints the gRPC endpoints
+the 5.x clients take. Must not: import daemon packages (it drives them as processes, like an
+operator would).
 """
 
 from __future__ import annotations
@@ -60,6 +64,12 @@ class Spec:
     # An embedded controller prints a second boot line; it is recorded as a "controller"
     # member with the same pid.
     controller_boot: re.Pattern[str] | None = None
+    # Extra command-line arguments ({namesrv} is filled in like conf values).
+    args: tuple[str, ...] = ()
+    # An rmq-proxy.json for the daemon (passed as -pc): mqproxy, or a broker with
+    # --enable-proxy, whose second boot line names a "proxy" member with the same pid.
+    proxy_json: dict[str, str | int] | None = None
+    proxy_boot: re.Pattern[str] | None = None
 
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
@@ -70,8 +80,11 @@ CONTROLLER_BOOT = re.compile(
 EMBEDDED_CONTROLLER_BOOT = re.compile(
     r"The ControllerManager boot success\. serializeType=\w+, address (\S+)"
 )
+PROXY_BOOT = re.compile(r"rocketmq-proxy startup successfully, grpc address (\S+),")
 CONTROLLERS = 3
 BROKER_PORT_OFFSET = 1035  # 9876 -> 10911, upstream's default broker port
+GRPC_PORT_OFFSET = -1795  # 9876 -> 8081, upstream's default gRPC port
+PROXY_MODES = ("local", "cluster")
 
 
 def _has_module(name: str) -> bool:
@@ -81,7 +94,39 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def _specs(base_port: int, data: Path, *, embedded: bool = False) -> list[Spec]:
+def _grpc_port(base_port: int, i: int) -> int:
+    return base_port + GRPC_PORT_OFFSET + 10 * i if base_port else 0
+
+
+def _with_proxy(specs: list[Spec], base_port: int, proxy: str | None) -> list[Spec]:
+    """Local: every broker also serves gRPC; cluster: one mqproxy after the brokers."""
+    if proxy is None or not _has_module("rocketpy.cli.proxy"):
+        return specs
+    conf: dict[str, str | int] = {"bindAddress": "127.0.0.1", "grpcShutdownTimeSeconds": 3}
+    if proxy == "local":
+        brokers = [s for s in specs if s.role == "broker"]
+        return [
+            replace(
+                s, args=("--enable-proxy",), proxy_boot=PROXY_BOOT,
+                proxy_json={**conf, "grpcServerPort": _grpc_port(base_port, brokers.index(s))},
+            )
+            if s.role == "broker" else s
+            for s in specs
+        ]  # fmt: skip
+    mqproxy = Spec(
+        "proxy", "proxy", "rocketpy.cli.proxy", {}, PROXY_BOOT, args=("-n", "{namesrv}"),
+        proxy_json={**conf, "grpcServerPort": _grpc_port(base_port, 0)},
+    )  # fmt: skip
+    return [*specs, mqproxy]
+
+
+def _specs(
+    base_port: int, data: Path, *, embedded: bool = False, proxy: str | None = None
+) -> list[Spec]:
+    return _with_proxy(_daemon_specs(base_port, data, embedded=embedded), base_port, proxy)
+
+
+def _daemon_specs(base_port: int, data: Path, *, embedded: bool = False) -> list[Spec]:
     if embedded:
         specs = _embedded_specs(base_port, data)
         if _has_module("rocketpy.cli.broker"):
@@ -205,12 +250,28 @@ def _embedded_specs(base_port: int, data: Path) -> list[Spec]:
 
 def _resolve(conf: dict[str, str], members: list[Member]) -> dict[str, str]:
     """Fill ``{namesrv}``/``{controllers}`` with the addresses of the daemons already started."""
+    return {k: _fill(v, members) for k, v in conf.items()}
+
+
+def _fill(value: str, members: list[Member]) -> str:
     namesrv = ";".join(m.address for m in members if m.role == "namesrv")
     controllers = ";".join(m.address for m in members if m.role == "controller")
-    return {
-        k: v.replace("{namesrv}", namesrv).replace("{controllers}", controllers)
-        for k, v in conf.items()
-    }
+    return value.replace("{namesrv}", namesrv).replace("{controllers}", controllers)
+
+
+def _argv(directory: Path, spec: Spec, members: list[Member]) -> list[str]:
+    """``python -m <module> [-c <conf>] [args] [-pc <json>]``, writing the config files."""
+    argv = [sys.executable, "-m", spec.module]
+    if spec.conf:
+        conf = directory / "conf" / f"{spec.name}.conf"
+        conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
+        argv += ["-c", str(conf)]
+    argv += [_fill(a, members) for a in spec.args]
+    if spec.proxy_json is not None:
+        path = directory / "conf" / f"{spec.name}-rmq-proxy.json"
+        path.write_text(json.dumps(spec.proxy_json, indent=2), encoding="utf-8")
+        argv += ["-pc", str(path)]
+    return argv
 
 
 def _render(conf: dict[str, str]) -> str:
@@ -254,9 +315,11 @@ def _load(directory: Path) -> list[Member]:
     return [Member(**m) for m in json.loads(path.read_text(encoding="utf-8"))["members"]]
 
 
-def start(directory: Path, base_port: int, *, embedded: bool = False) -> int:
+def start(
+    directory: Path, base_port: int, *, embedded: bool = False, proxy: str | None = None
+) -> int:
     """Start a fresh cluster under ``directory``; print the summary. Returns the exit code."""
-    specs = _specs(base_port, directory / "data", embedded=embedded)
+    specs = _specs(base_port, directory / "data", embedded=embedded, proxy=proxy)
     members = launch(directory, specs, "make cluster-stop")
     if members is None:
         return 1
@@ -282,15 +345,14 @@ def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] |
     (directory / "logs").mkdir()
     members: list[Member] = []
     for spec in specs:
-        conf = directory / "conf" / f"{spec.name}.conf"
-        conf.write_text(_render(_resolve(spec.conf, members)), encoding="utf-8")
+        argv = _argv(directory, spec, members)
         log = directory / "logs" / f"{spec.name}.out"
         env = dict(os.environ, ROCKETPY_LOG_DIR=str(directory / "logs" / spec.name))
         # stdout (the boot line) and stderr (the readable log) in separate files: a log line
         # written by the logging thread must never land inside the boot line.
         with log.open("wb") as out, log.with_suffix(".err").open("wb") as err:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", spec.module, "-c", str(conf)],
+                argv,
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
@@ -304,6 +366,9 @@ def launch(directory: Path, specs: list[Spec], stop_hint: str) -> list[Member] |
                 address = _wait_boot(proc, log, spec.controller_boot)
                 name = spec.name.replace("namesrv", "controller")
                 started.append(Member(name, "controller", proc.pid, address, str(log)))
+            if spec.proxy_boot is not None:
+                address = _wait_boot(proc, log, spec.proxy_boot)
+                started.append(Member(f"{spec.name}-proxy", "proxy", proc.pid, address, str(log)))
         except RuntimeError as e:
             print(f"{spec.name}: {e}")
             _save(directory, [*members, started[0]])
@@ -363,6 +428,13 @@ def _print_summary(directory: Path, members: list[Member]) -> None:
         print(
             "        .venv/bin/python -m rocketpy.tools.benchmark producer"
             f" -n {namesrv} --topic BenchmarkTest --duration 10"
+        )
+    proxies = [m.address.replace("0.0.0.0:", "127.0.0.1:") for m in members if m.role == "proxy"]
+    if proxies:
+        print(f"GRPC_ENDPOINTS={';'.join(proxies)}")
+        print(
+            "  5.x client: pip install rocketmq-python-client; "
+            f'ClientConfiguration("{proxies[0]}", Credentials())'
         )
     print("  stop: make cluster-stop      failover: make cluster-kill-master")
 
@@ -436,10 +508,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="NameServers with enableControllerInNamesrv=true instead of mqcontroller processes",
     )
+    parser.add_argument(
+        "--proxy", choices=PROXY_MODES,
+        help="gRPC proxy for the 5.x clients: in every broker (local) or one mqproxy (cluster)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     directory = args.dir.resolve()
     if args.action == "start":
-        return start(directory, args.base_port, embedded=args.embedded)
+        return start(directory, args.base_port, embedded=args.embedded, proxy=args.proxy)
     if args.action == "kill-master":
         return kill_master(directory)
     return stop(directory)

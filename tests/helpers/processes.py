@@ -148,12 +148,14 @@ def start_broker(
     boot: re.Pattern[str] = BROKER_BOOT,
     host: str = "127.0.0.1",
     wrap: Sequence[str] = (),
+    args: Sequence[str] = (),
 ) -> tuple[Daemon, str]:
-    """Start ``bin/mqbroker -n <namesrv>`` on a free loopback port with tiny store files; return
-    it and its ``ip:port``. ``tag`` tells apart brokers of one name (a master and its slaves):
-    it names the config file, the default store and the log directory (``logs-<tag>``). ``boot``:
-    the line to wait for (:data:`BROKER_UP` also accepts a controller-mode broker that waits for
-    its role). ``host``: the address it binds and advertises; ``wrap``: see :class:`Daemon`."""
+    """Start ``bin/mqbroker -n <namesrv> [args...]`` on a free loopback port with tiny store
+    files; return it and its ``ip:port``. ``tag`` tells apart brokers of one name (a master and
+    its slaves): it names the config file, the default store and the log directory
+    (``logs-<tag>``). ``boot``: the line to wait for (:data:`BROKER_UP` also accepts a
+    controller-mode broker that waits for its role). ``host``: the address it binds and
+    advertises; ``wrap``: see :class:`Daemon`."""
     label = tag or name
     conf = tmp / f"{label}.conf"
     root = store or tmp / label / "store"
@@ -165,7 +167,7 @@ def start_broker(
         encoding="utf-8",
     )
     logs = tmp / "logs" if tag is None else tmp / f"logs-{tag}"
-    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv], logs, wrap)
+    daemon = Daemon([str(BIN / "mqbroker"), "-c", str(conf), "-n", namesrv, *args], logs, wrap)
     match = daemon.wait_for(boot)
     return daemon, match.group(2)
 

@@ -1,4 +1,6 @@
-"""The real 5.x gRPC client (rocketmq-python-client 5.1.2) through ``mqproxy`` (Cluster mode).
+"""The real 5.x gRPC client (rocketmq-python-client 5.1.2) through the proxy, both modes.
+
+Producer through ``mqproxy`` (Cluster mode):
 
 1. Start ``mqnamesrv``, ``mqbroker`` and ``mqproxy`` as processes on loopback (the proxy on port
    0, read from its boot line). 2. Create a NORMAL topic with ``mqadmin``. 3. In the interop venv
@@ -7,6 +9,13 @@
    send returns a receipt with the client's message id. 5. Our own remoting pull consumer reads
    every message back from the broker with the body, tag, key, user property and ``UNIQ_KEY`` the
    client sent. 6. The proxy logged the client's termination and exits 0 on SIGTERM.
+
+TransactionProducer through ``mqproxy`` (the broker checks half messages back after 1 s): 3
+committed, 3 rolled back and 2 left open; the proxy relays the broker's check of each open one
+over Telemetry, the client's checker answers COMMIT (SOURCE_SERVER_CHECK); the topic then holds
+exactly the committed and the checked messages.
+
+Producer through Local mode (``mqbroker --enable-proxy``, no ``mqproxy``): as the first test.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import asyncio
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +34,7 @@ from rocketpy.client.pull_api import PullStatus
 from rocketpy.client.pull_consumer import PullConsumer
 from tests.helpers.processes import BIN, Daemon, run_bin, start_broker, start_namesrv
 from tests.interop.install_grpc_client import interop_python
+from tests.process.proxy.test_local_mode import LOCAL_BOOT, write_proxy_conf
 
 pytestmark = pytest.mark.interop
 
@@ -90,37 +101,98 @@ async def _pull_queue(consumer: PullConsumer, queue: MessageQueue) -> list[Messa
         offset = result.next_begin_offset
 
 
+def _create_topic(tmp: Path, ns_addr: str, topic: str, kind: str) -> None:
+    created = run_bin(
+        ["mqadmin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", topic,
+         "-r", "4", "-w", "4", "-a", f"+message.type={kind}"],
+        tmp,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stdout + created.stderr
+
+
+def _produce_and_check(ns_addr: str, port: int) -> None:
+    """The Producer sends COUNT messages through the proxy at ``port``; all are stored."""
+    result = _driver(
+        "produce", "--endpoint", f"127.0.0.1:{port}", "--topic", TOPIC, "--count", str(COUNT)
+    )
+    assert result["errors"] == []
+    sent = result["sent"]
+    assert isinstance(sent, list)
+    assert len(sent) == COUNT
+    ids = {int(s["index"]): str(s["message_id"]) for s in sent}
+    assert len(set(ids.values())) == COUNT
+    stored = asyncio.run(_pull_all(ns_addr, TOPIC))
+    by_index = {int(m.properties["index"]): m for m in stored}
+    assert sorted(by_index) == list(range(COUNT)), f"{len(stored)} stored"
+    for i, msg in by_index.items():
+        assert msg.body == f"body-{i}".encode()
+        assert msg.msg_id == ids[i]  # UNIQ_KEY = the client's message id
+        assert (msg.tags, msg.keys) == ("TagA", f"key-{i}")
+        assert msg.properties["PGROUP"] == TOPIC
+    assert len({m.queue_id for m in stored}) == 4  # round robin over the write queues
+
+
 def test_python_grpc_producer_sends_through_mqproxy(tmp_path: Path) -> None:
     namesrv, ns_addr = start_namesrv(tmp_path)
     broker, _ = start_broker(tmp_path, ns_addr)
     proxy = None
     try:
-        created = run_bin(
-            ["mqadmin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", TOPIC,
-             "-r", "4", "-w", "4", "-a", "+message.type=NORMAL"],
-            tmp_path,
-        )  # fmt: skip
-        assert created.returncode == 0, created.stdout + created.stderr
+        _create_topic(tmp_path, ns_addr, TOPIC, "NORMAL")
         proxy, port = start_proxy(tmp_path, ns_addr)
-        result = _driver(
-            "produce", "--endpoint", f"127.0.0.1:{port}", "--topic", TOPIC, "--count", str(COUNT)
-        )
-        assert result["errors"] == []
-        sent = result["sent"]
-        assert isinstance(sent, list)
-        assert len(sent) == COUNT
-        ids = {int(s["index"]): str(s["message_id"]) for s in sent}
-        assert len(set(ids.values())) == COUNT
-        stored = asyncio.run(_pull_all(ns_addr, TOPIC))
-        by_index = {int(m.properties["index"]): m for m in stored}
-        assert sorted(by_index) == list(range(COUNT)), f"{len(stored)} stored"
-        for i, msg in by_index.items():
-            assert msg.body == f"body-{i}".encode()
-            assert msg.msg_id == ids[i]  # UNIQ_KEY = the client's message id
-            assert (msg.tags, msg.keys) == ("TagA", f"key-{i}")
-            assert msg.properties["PGROUP"] == TOPIC
-        assert len({m.queue_id for m in stored}) == 4  # round robin over the write queues
+        _produce_and_check(ns_addr, port)
         proxy.wait_output("client terminated")
     finally:
         codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
+def test_python_transaction_producer_commits_and_is_checked_back_through_mqproxy(
+    tmp_path: Path,
+) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(
+        tmp_path, ns_addr, extra="transactionCheckInterval=300\ntransactionTimeOut=1000\n"
+    )
+    proxy = None
+    try:
+        _create_topic(tmp_path, ns_addr, "GrpcTxnTopic", "TRANSACTION")
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        result = _driver(
+            "transaction", "--endpoint", f"127.0.0.1:{port}", "--topic", "GrpcTxnTopic",
+            "--commit", "3", "--rollback", "3", "--orphan", "2",
+        )  # fmt: skip
+        assert result["errors"] == []
+        sent = result["sent"]
+        assert isinstance(sent, dict)
+        assert [len(sent[k]) for k in ("commit", "rollback", "orphan")] == [3, 3, 2]
+        assert result["checked"] == ["orphan-0", "orphan-1"]
+        want = {f"commit-{i}" for i in range(3)} | {"orphan-0", "orphan-1"}
+        stored: list[MessageExt] = []
+        for _ in range(100):  # the checked commits land a moment after the driver exits
+            stored = asyncio.run(_pull_all(ns_addr, "GrpcTxnTopic"))
+            if {m.body.decode() for m in stored} == want:
+                break
+            time.sleep(0.2)
+        assert sorted(m.body.decode() for m in stored) == sorted(want)
+        ids = {m.body.decode(): m.msg_id for m in stored}
+        assert [ids[f"commit-{i}"] for i in range(3)] == sent["commit"]
+        proxy.wait_output("transaction check relayed")
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
+def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker = None
+    try:
+        broker, _ = start_broker(
+            tmp_path, ns_addr, args=["--enable-proxy", "-pc", str(write_proxy_conf(tmp_path))]
+        )
+        port = int(broker.wait_for(LOCAL_BOOT).group(1))
+        _create_topic(tmp_path, ns_addr, TOPIC, "NORMAL")
+        _produce_and_check(ns_addr, port)
+        broker.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), broker.tail(3000) if broker else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -10,8 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
+from rocketpy.proxy.pb import definition_pb2 as pb
+from rocketpy.proxy.pb import service_pb2 as spb
+from rocketpy.proxy.pb import service_pb2_grpc
 from tests.helpers.processes import bin_env, run_bin
 
 pytestmark = pytest.mark.process
@@ -116,3 +121,64 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.parametrize("mode", ["local", "cluster"])
+def test_cluster_with_a_grpc_proxy_prints_its_endpoints(tmp_path: Path, mode: str) -> None:
+    """``make cluster PROXY=local|cluster``: 1. start --proxy <mode> on free ports. 2. local:
+    each broker is followed by a "proxy" member with its pid (``--enable-proxy``); cluster: one
+    mqproxy process after the brokers. 3. GRPC_ENDPOINTS lists them. 4. A 5.x client's QueryRoute
+    and SendMessage through the first endpoint succeed for a topic made with mqadmin. 5. stop
+    ends every process."""
+    directory = tmp_path / "cluster"
+    started = _tool("start", directory, "--proxy", mode)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        members = json.loads((directory / "cluster.json").read_text())["members"]
+        roles = [m["role"] for m in members]
+        if mode == "local":
+            assert roles == ["namesrv", *["controller"] * 3, *["broker", "proxy"] * 3]
+            assert all(members[i]["pid"] == members[i + 1]["pid"] for i in (4, 6, 8))
+        else:
+            assert roles == ["namesrv", *["controller"] * 3, *["broker"] * 3, "proxy"]
+        proxies = [m["address"] for m in members if m["role"] == "proxy"]
+        assert f"GRPC_ENDPOINTS={';'.join(proxies)}" in started.stdout
+        namesrv = members[0]["address"]
+        made = run_bin(
+            ["mqadmin", "updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "ToolTopic",
+             "-a", "+message.type=NORMAL"],
+            tmp_path,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert asyncio.run(_route_and_send(proxies[0])) == pb.Code.OK
+    finally:
+        stopped = _tool("stop", directory)
+    assert stopped.returncode == 0
+    assert not any(_alive(m["pid"]) for m in members)
+
+
+async def _route_and_send(endpoint: str) -> int:
+    """QueryRoute (retried while the new topic reaches the NameServer), then one SendMessage;
+    the send's status code."""
+    meta = (("x-mq-client-id", "tool@1"), ("x-mq-language", "PYTHON"))
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        async with asyncio.timeout(30):
+            while True:
+                route = await stub.QueryRoute(
+                    spb.QueryRouteRequest(topic=pb.Resource(name="ToolTopic")),
+                    metadata=meta, timeout=5,
+                )  # fmt: skip
+                if route.status.code == pb.Code.OK:
+                    break
+                await asyncio.sleep(0.3)
+        msg = pb.Message(
+            topic=pb.Resource(name="ToolTopic"), body=b"hello",
+            system_properties=pb.SystemProperties(
+                message_id="TOOL1", message_type=pb.MessageType.NORMAL
+            ),
+        )  # fmt: skip
+        sent = await stub.SendMessage(
+            spb.SendMessageRequest(messages=[msg]), metadata=meta, timeout=10
+        )
+        return int(sent.status.code)

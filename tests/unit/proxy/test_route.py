@@ -87,3 +87,27 @@ def test_write_queues_sorted_over_masters_only() -> None:
     assert [(w.broker_name, w.queue_id, w.broker_addr) for w in write_queues(route)] == [
         ("a", 0, "a:1"), ("b", 0, "b:1"), ("b", 1, "b:1"),
     ]  # fmt: skip
+
+
+def test_local_mode_routes_each_broker_to_its_own_host_with_the_grpc_port() -> None:
+    """Local mode: every broker id keeps its own host (master and slave differ) with the gRPC
+    port; the request's endpoints are not used. Host kinds give the scheme."""
+    broker = BrokerInfo("c", "b", {0: "10.0.0.1:10911", 1: "broker-b-s:10911"})
+    route = _route(QueueInfo("b", 1, 1, perm=6), brokers=(broker,))
+    queues = message_queues(TOPIC, route, ENDPOINTS, TopicMessageType.NORMAL, local_port=8081)
+    got = [(q.broker.id, q.broker.endpoints) for q in queues]
+    assert [(i, e.scheme, [(a.host, a.port) for a in e.addresses]) for i, e in got] == [
+        (0, pb.AddressScheme.IPv4, [("10.0.0.1", 8081)]),
+        (1, pb.AddressScheme.DOMAIN_NAME, [("broker-b-s", 8081)]),
+    ]
+    [assigned] = assignments(TOPIC, route, ENDPOINTS, fifo=False, local_port=8081)
+    assert [(a.host, a.port) for a in assigned.message_queue.broker.endpoints.addresses] == [
+        ("10.0.0.1", 8081)
+    ]
+    v6 = BrokerInfo("c", "b", {0: "[::1]:10911"})
+    [q6] = message_queues(
+        TOPIC, _route(QueueInfo("b", 1, 1, 6), brokers=(v6,)), ENDPOINTS,
+        TopicMessageType.NORMAL, local_port=9,
+    )  # fmt: skip
+    assert q6.broker.endpoints.scheme == pb.AddressScheme.IPv6
+    assert q6.broker.endpoints.addresses[0].host == "::1"
