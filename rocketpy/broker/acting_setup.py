@@ -64,7 +64,7 @@ class ActingMasterSetup:
             ha: the classic HA service, if the store runs one.
             schedule: the schedule service (its progress is synced back by pre-online).
             special: what the set's minimum-id broker runs (default: ``schedule``; the broker
-                passes the schedule and transaction check services together).
+                passes the schedule, transaction check and timer services together).
             offsets: consumer offsets (synced back by pre-online; an acting change bumps their
                 DataVersion).
             address: this broker's ``ip:port`` (the real port once bound).

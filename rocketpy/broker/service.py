@@ -34,6 +34,7 @@ from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.managed_store import ManagedStore, StoreFactory, default_store_factory
+from rocketpy.broker.master_services import MasterReput, MasterServices, build_timer
 from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -63,7 +64,6 @@ from rocketpy.remoting.protocol.frame import FrameLimits
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import Channel
 from rocketpy.remoting.transport.server import RemotingServer
-from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 from rocketpy.store.config import MessageStoreConfig
 
 log = structlog.get_logger(__name__)
@@ -143,7 +143,7 @@ class BrokerService:
                 store=self._store,
                 runtime=self.runtime,
                 ha_config=self._ha_config,
-                master_services=self.transaction.master,
+                master_services=self.master_services,
                 address=lambda: self.address,
                 bump_data_version=self.topics.bump_data_version,
                 register=lambda: self.register_broker_all(force=True),
@@ -163,7 +163,7 @@ class BrokerService:
                 ha_config=self._ha_config,
                 ha=lambda: self.ha,
                 schedule=self.schedule,
-                special=self.transaction.master,
+                special=self.master_services,
                 offsets=self.offsets,
                 address=lambda: self.address,
                 ha_server_addr=lambda: self.identity().ha_server_addr,
@@ -257,6 +257,9 @@ class BrokerService:
             on_failure=self._critical_failed,
         )
         self._pull.attach(self.hold)
+        self._reput = MasterReput(
+            self.runtime, self._store, lambda: self.acting.escape_put if self.acting else None
+        )
         self.schedule = ScheduleMessageService(
             self._store,
             self._levels,
@@ -286,6 +289,11 @@ class BrokerService:
             self.runtime, self.registry, self.schedule, self._send, self._reput, self._store_config
         )
         self.transaction.check.on_failure = self._critical_failed
+        self.timer = build_timer(
+            self._store_config, rt=self.runtime, store=self._store, reput=self._reput,
+            send=self._send, registry=self.registry, clock=clock, on_failure=self._critical_failed,
+        )  # fmt: skip
+        self.master_services = MasterServices(self.schedule, self.transaction.master, self.timer)
         self.server = RemotingServer(
             self.registry,
             host=config.bind_address,
@@ -308,6 +316,7 @@ class BrokerService:
             groups=self.groups,
             offsets=self.offsets,
             delay_offsets=self.schedule,
+            timer_checkpoint=self.timer,
             self_addr=lambda: self.address,
             is_slave=lambda: self.runtime.is_slave,
             clock=clock,
@@ -388,7 +397,7 @@ class BrokerService:
         await self.topics.load()
         await self.groups.load()
         await self.offsets.load()
-        await self.schedule.load()
+        await self.master_services.load()
         self._meta_loaded = True
         self._store.add_arrival_listener(self.hold.notify_message_arriving)
         await self.pop.start()
@@ -404,7 +413,7 @@ class BrokerService:
         )
         await self.hold.start()
         if not self.runtime.is_slave and self.acting is None:
-            await self.transaction.master.start()
+            await self.master_services.start()
         self._start_loops()
         await self.metrics.start()
         if self.replicas is not None:
@@ -497,7 +506,7 @@ class BrokerService:
         await self.pop.stop()
         if self.acting is not None:
             await self.acting.stop()
-        await self.transaction.master.stop()
+        await self.master_services.close()
         await self._tasks.cancel_all()
         await self.metrics.stop()
         await self._client.close()
@@ -577,15 +586,6 @@ class BrokerService:
         rt = self.runtime
         rt.stats.sample()
         rt.stats.items.sample(rt.clock.monotonic_ms(), stats_item_values(rt.metrics))
-
-    async def _reput(self, msg: MessageToStore) -> PutResult:
-        if self.acting is not None and self.runtime.is_slave:
-            return await self.acting.escape_put(msg)  # due delayed message on an acting slave
-        result = await self._store.put_message(msg)
-        if result.stored:
-            self.runtime.stats.inc_put()
-            self.runtime.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
-        return result
 
     # -- live config -----------------------------------------------------------------------
 

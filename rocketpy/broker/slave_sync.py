@@ -1,8 +1,9 @@
 """SlaveSynchronize: a slave copies its master's metadata over remoting (ha.md section 2.5).
 
 Owns: the master's remoting address as the NameServer registration reply names it
-(``masterAddr``), the four requests GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43),
-GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), applying their answers to this
+(``masterAddr``), the requests GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43),
+GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_TIMER_CHECK_POINT (60, with
+a timer store; upstream runs it on its own 3 s schedule), applying their answers to this
 broker's managers, and the schedule that runs them. Must not: replicate CommitLog bytes (the HA
 stream does) or decide the broker's role (the service tells it through ``is_slave``). Mirrors
 ``broker/slave/SlaveSynchronize`` and ``BrokerController.handleSlaveSynchronize`` of
@@ -58,6 +59,14 @@ class SyncAbandoned(Exception):
     """The broker stopped being a slave of the master a sync was fetching from."""
 
 
+class TimerCheckpointSink(Protocol):
+    """Where the master's timer checkpoint goes (the TimerMessageStore)."""
+
+    async def apply_synced_checkpoint(self, body: bytes) -> None:
+        """Adopt the master's GET_TIMER_CHECK_POINT answer."""
+        ...
+
+
 class DelayOffsetSink(Protocol):
     """Where synced delay progress goes (the ScheduleMessageService)."""
 
@@ -91,13 +100,16 @@ class SlaveSynchronize:
         is_slave: Callable[[], bool],
         timeout_ms: int = 3000,
         clock: Clock = SYSTEM_CLOCK,
+        timer_checkpoint: TimerCheckpointSink | None = None,
     ) -> None:
         """Args: ``client`` the broker's outbound remoting client; the four managers receive
         what the master has; ``self_addr`` this broker's address (never sync from ourselves);
         ``is_slave`` whether the broker is a slave now (checked again before anything fetched
         is applied); ``timeout_ms`` the deadline of each request; ``clock`` monotonic time for
-        the schedule."""
+        the schedule; ``timer_checkpoint`` the timer store (GET_TIMER_CHECK_POINT, 5.x), if
+        any."""
         self._client = client
+        self._timer = timer_checkpoint
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
@@ -165,12 +177,15 @@ class SlaveSynchronize:
         if addr is None or addr == self._self_addr():
             return False
         ok = True
-        for part in (
+        parts = [
             self._sync_topic_config,
             self._sync_consumer_offset,
             self._sync_delay_offset,
             self._sync_subscription_group_config,
-        ):
+        ]
+        if self._timer is not None:
+            parts.append(self._sync_timer_check_point)
+        for part in parts:
             try:
                 await part(addr)
             except SyncAbandoned:
@@ -222,6 +237,12 @@ class SlaveSynchronize:
         body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         await self._delay.apply_synced(decode_delay_offsets(body))
         log.debug("Update slave delay offset from master", master=addr)
+
+    async def _sync_timer_check_point(self, addr: str) -> None:
+        if self._timer is not None:
+            body = await self._fetch(addr, RequestCode.GET_TIMER_CHECK_POINT)
+            await self._timer.apply_synced_checkpoint(body)
+            log.debug("Update slave timer checkpoint from master", master=addr)
 
     async def _sync_subscription_group_config(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)

@@ -426,6 +426,7 @@ class MessageStoreAdapter:
             max_phy_offset=cl.max_offset,
             flushed_phy_offset=cl.flushed_offset,
             dispatch_behind_bytes=self.store.reput.behind(),
+            min_phy_offset=cl.min_offset,
         )
 
     def _earliest_commit_log_time(self) -> int:

@@ -78,6 +78,8 @@ class StoreOffsets:
     max_phy_offset: int
     flushed_phy_offset: int
     dispatch_behind_bytes: int
+    #: First byte still in the commit log (retention deletes below it).
+    min_phy_offset: int = 0
 
     @property
     def flush_behind_bytes(self) -> int:

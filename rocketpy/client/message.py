@@ -41,6 +41,10 @@ class Message:
         properties: user properties (names must not contain ``\\x01``/``\\x02``).
         delay_level: 0 = deliver now; 1..18 = the broker's ``messageDelayLevel`` entry.
         flag: the user flag stored with the message.
+        deliver_time_ms: 0 = deliver now; else the wall-clock time (epoch ms) at which a 5.x
+            broker delivers it (``TIMER_DELIVER_MS``, Java's ``setDeliverTimeMs``). A time in
+            the past is delivered at once; more than ``timerMaxDelaySec`` ahead is refused
+            (MESSAGE_ILLEGAL). A ``delay_level`` wins over it.
     """
 
     topic: str
@@ -50,6 +54,7 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_time_ms: int = 0
 
 
 class MessageExt:

@@ -182,6 +182,8 @@ class Producer:
             props[MessageConst.KEYS] = msg.keys
         if msg.delay_level > 0:
             props[MessageConst.DELAY] = str(msg.delay_level)
+        if msg.deliver_time_ms > 0:
+            props[MessageConst.TIMER_DELIVER_MS] = str(msg.deliver_time_ms)
         props[MessageConst.WAIT] = "true"
         props[MessageConst.UNIQ_KEY] = uniq
         sys_flag = 0
@@ -349,7 +351,8 @@ class Producer:
             The :class:`SendResult`; ``msg_id`` is the messages' UNIQ_KEYs joined with ``,``.
 
         Raises:
-            ClientError: empty batch, mixed topics, delayed or retry-topic messages, no route.
+            ClientError: empty batch, mixed topics, delayed, timer or retry-topic messages, no
+                route.
             RemoteError: the broker refused the batch.
         """
         if not msgs:
@@ -362,6 +365,8 @@ class Producer:
                 raise ClientError("The topic of the messages in one batch should be the same")
             if msg.delay_level > 0:
                 raise ClientError("TimeDelayLevel is not supported for batching")
+            if msg.deliver_time_ms > 0:
+                raise ClientError("timer messages are not supported for batching")
             if topic.startswith("%RETRY%"):
                 raise ClientError("Retry Group is not supported for batching")
             props, body, _, uniq = self._encode(msg, compress=False)  # batches never compress

@@ -118,7 +118,8 @@ class TransactionProducer(Producer):
         props = dict(msg.properties)
         props[MessageConst.TRAN_MSG] = "true"
         props[MessageConst.PGROUP] = self.group
-        # ignore DelayTimeLevel parameter, as upstream
+        # ignore DelayTimeLevel parameter, as upstream (a delivery time stays: the commit files
+        # the message under the broker's timer)
         half = Message(
             topic=msg.topic,
             body=msg.body,
@@ -126,6 +127,7 @@ class TransactionProducer(Producer):
             keys=msg.keys,
             properties=props,
             flag=msg.flag,
+            deliver_time_ms=msg.deliver_time_ms,
         )
         text, body, sys_flag, uniq = self._encode(half)
         info = await self._info(msg.topic)

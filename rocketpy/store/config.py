@@ -68,6 +68,24 @@ class MessageStoreConfig(RocketSettings):
     delete_consume_queue_files_interval: int = Field(
         100, alias="deleteConsumeQueueFilesInterval", ge=0
     )
+    # 5.x timer messages (TimerMessageStore); the precision is rounded down to 100/200/500/1000.
+    timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
+    timer_max_delay_sec: int = Field(259200, alias="timerMaxDelaySec", ge=1)
+    timer_precision_ms: int = Field(1000, alias="timerPrecisionMs", ge=1)
+    timer_roll_window_slot: int = Field(172800, alias="timerRollWindowSlot")
+    timer_flush_interval_ms: int = Field(1000, alias="timerFlushIntervalMs", ge=1)
+    timer_progress_log_interval_ms: int = Field(10000, alias="timerProgressLogIntervalMs", ge=1)
+    timer_stop_enqueue: bool = Field(False, alias="timerStopEnqueue")
+    timer_stop_dequeue: bool = Field(False, alias="timerStopDequeue")
+    timer_enable_retry_until_success: bool = Field(False, alias="timerEnableRetryUntilSuccess")
+    timer_congest_num_each_slot: int = Field(2147483647, alias="timerCongestNumEachSlot", ge=0)
+    mapped_file_size_timer_log: int = Field(104857600, alias="mappedFileSizeTimerLog", ge=4096)
+
+    @field_validator("timer_precision_ms")
+    @classmethod
+    def _timer_precision(cls, value: int) -> int:
+        # setTimerPrecisionMs: the largest of 100/200/500/1000 not above the value (100 below).
+        return max([c for c in (100, 200, 500, 1000) if c <= value] or [100])
 
     @field_validator("delete_when")
     @classmethod
@@ -107,6 +125,21 @@ class MessageStoreConfig(RocketSettings):
     def checkpoint_path(self) -> Path:
         """``<root>/checkpoint``."""
         return self.root_dir / "checkpoint"
+
+    @property
+    def timer_log_dir(self) -> Path:
+        """``<root>/timerlog`` (``TimerMessageStore.getTimerLogPath``)."""
+        return self.root_dir / "timerlog"
+
+    @property
+    def timer_wheel_path(self) -> Path:
+        """``<root>/timerwheel``."""
+        return self.root_dir / "timerwheel"
+
+    @property
+    def timer_check_path(self) -> Path:
+        """``<root>/config/timercheck`` (``BrokerPathConfigHelper.getTimerCheckPath``)."""
+        return self.root_dir / "config" / "timercheck"
 
     @property
     def abort_path(self) -> Path:

@@ -3,7 +3,8 @@
 Owns: starting a NameServer, a broker (ASYNC_FLUSH, its topic created with 8 queues as an
 operator would) and an echo server as child processes, then running every phase -- the raw
 loopback ceiling, pipelined raw frames, ``Producer.send`` at ``--inflight`` and at 1 in flight,
-batches, a push consumer catching up with everything acknowledged -- and printing each figure
+batches, a push consumer catching up with everything acknowledged, timer messages' delivery
+lateness -- and printing each figure
 beside the ceiling measured in the same run, with the CPU each message cost the broker and the
 client (steady even on a busy machine); ``--soak`` adds a long run sampling the broker's RSS.
 Must not: be used as a test (numbers vary by machine), or talk to anything but loopback.
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketpy.client.admin import AdminClient, TopicSpec
+from rocketpy.tools.bench_timer import run_timer
 from rocketpy.tools.benchmark import (
     add_load_arguments,
     run_consumer,
@@ -159,6 +161,16 @@ async def _run_phases(args: argparse.Namespace, namesrv: str, broker: Child, ech
     for res, vs_ceiling, cpu in phases:
         _line(res, args.size, ceiling if vs_ceiling else None, cpu)
     print(f"  received {consumed.messages:,} of {produced:,} acknowledged messages")
+    if args.timer_count > 0:
+        late = await run_timer(
+            namesrv, "BenchmarkSuiteTimer", "benchmark_timer_consumer", count=args.timer_count,
+            delay_s=3.0, inflight=args.inflight,
+        )  # fmt: skip
+        print(
+            f"  timer: {late.messages:,} of {args.timer_count:,} messages due 3 s after their send"
+            f" arrived late by p50 {late.pct(0.5) / 1000:.0f} ms, p99 "
+            f"{late.pct(0.99) / 1000:.0f} ms (timerPrecisionMs 1000)"
+        )
     print(f"  broker after run: {memory_summary(pid)}")
     if args.soak:
         await _soak(args, namesrv, pid)
@@ -208,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     add_load_arguments(parser, batch=32)
     parser.add_argument("--batch-inflight", type=int, default=8)
     parser.add_argument("--soak", type=float, default=0.0, help="extra soak seconds (RSS)")
+    parser.add_argument("--timer-count", type=int, default=2000, help="timer messages (0: none)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
         run_loop(lambda: suite(args, Path(tmp)))

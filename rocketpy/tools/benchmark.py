@@ -1,13 +1,14 @@
 """Producer/consumer benchmarks like upstream's ``producer.sh``/``consumer.sh``.
 
 Owns: the command line ``python -m rocketpy.tools.benchmark
-producer|batchproducer|consumer|popconsumer|echo``
-and the runners ``make bench`` (:mod:`rocketpy.tools.bench_suite`) drives.
-``producer``/``batchproducer`` keep ``--inflight`` sends outstanding with the real
-:class:`rocketpy.client.Producer` and print every ``--report-interval`` seconds the send TPS, max
-and average RT, p50/p99 and failures, then a summary; ``consumer`` push-consumes and prints the
-consume TPS and born-to-consume latency; ``popconsumer`` POP-consumes and acks
-(:mod:`rocketpy.tools.bench_pop`); ``echo`` serves the raw loopback ceiling.
+producer|batchproducer|consumer|popconsumer|timer|echo`` and the runners ``make bench``
+(:mod:`rocketpy.tools.bench_suite`) drives. ``producer``/``batchproducer`` keep ``--inflight``
+sends outstanding with the real :class:`rocketpy.client.Producer` and print every
+``--report-interval`` seconds the send TPS, max and average RT, p50/p99 and failures, then a
+summary; ``consumer`` push-consumes and prints the consume TPS and born-to-consume latency;
+``popconsumer`` POP-consumes and acks (:mod:`rocketpy.tools.bench_pop`); ``timer`` measures how
+late timer messages arrive (:mod:`rocketpy.tools.bench_timer`); ``echo`` serves the raw loopback
+ceiling.
 Must not: be used as a test (numbers vary by machine), or talk to anything but the addresses given.
 """
 
@@ -36,6 +37,7 @@ from rocketpy.remoting.protocol.frame import encode_frame
 from rocketpy.remoting.protocol.headers.base import ext_encoder
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeaderV2
 from rocketpy.tools.bench_pop import run_pop_consumer
+from rocketpy.tools.bench_timer import run_timer
 from rocketpy.tools.loadgen import (
     Latencies,
     Result,
@@ -301,6 +303,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
         p.add_argument("-t", "--topic", default="BenchmarkTest")
         add_load_arguments(p, batch=32 if name != "producer" else 1)
+    timer = sub.add_parser("timer")
+    timer.add_argument("-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
+    timer.add_argument("-t", "--topic", default="BenchmarkTimer")
+    timer.add_argument("-g", "--group", default="benchmark_timer_consumer")
+    timer.add_argument("-c", "--count", type=int, default=1000, help="timer messages")
+    timer.add_argument("--delay", type=float, default=3.0, help="seconds after each send")
+    timer.add_argument("-w", "--inflight", type=int, default=32, help="sends outstanding")
     echo = sub.add_parser("echo")
     echo.add_argument("--port", type=int, default=0)
     return parser
@@ -332,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "echo":
         run_loop(lambda: _echo_main(args.port))
+    elif args.command == "timer":
+        run_loop(
+            lambda: run_timer(
+                args.namesrv, args.topic, args.group, count=args.count, delay_s=args.delay,
+                inflight=args.inflight,
+            )
+        )  # fmt: skip
     elif args.command in ("producer", "batchproducer"):
         batch = args.batch if args.command == "batchproducer" else 1
         run_loop(

@@ -5,7 +5,8 @@ Owns: ``processRequest`` in upstream's order: a slave answers SLAVE_NOT_AVAILABL
 at ``commitLogOffset`` and must be a half message of the request's producer group at
 ``tranStateTableOffset`` (``checkPrepareMessage``), and past its custom immunity only a
 check's answer may end it (``rejectCommitOrRollback``, ILLEGAL_OPERATION); a commit stores the
-real message (``endMessageTransaction``, delay levels applied as upstream's put hook does) and
+real message (``endMessageTransaction``, delay levels and timer delivery applied as upstream's
+put hook does) and
 then the op message, a rollback only the op message. Every answer, oneway requests excepted,
 is a response. Mirrors ``broker/processor/EndTransactionProcessor`` (5.3.x). Must not: scan
 or check half messages (``rocketpy/broker/transaction/``).
@@ -24,6 +25,7 @@ import structlog
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.store_api import StoredMessage
+from rocketpy.broker.timer_hook import TIMER_NEEDLE, TimerRefusal
 from rocketpy.broker.transaction import util
 from rocketpy.broker.transaction.service import TransactionalMessageService
 from rocketpy.common.codes import RequestCode, ResponseCode
@@ -42,8 +44,9 @@ from rocketpy.store.commit_log.put_types import MessageToStore
 
 log = structlog.get_logger(__name__)
 
-#: ``SendMessageProcessor.apply_delay``: (topic, queue id, sys flag, props) -> where to store.
-ApplyDelay = Callable[[str, int, int, dict[str, str]], tuple[str, int]]
+#: ``SendMessageProcessor.schedule_route``: (topic, queue id, sys flag, props) -> where to store,
+#: or a timer refusal.
+ApplyDelay = Callable[[str, int, int, dict[str, str]], tuple[str, int] | TimerRefusal]
 
 
 class EndTransactionProcessor:
@@ -53,7 +56,8 @@ class EndTransactionProcessor:
         self, rt: BrokerRuntime, service: TransactionalMessageService, apply_delay: ApplyDelay
     ) -> None:
         """Args: ``rt`` the shared broker state; ``service`` the half/op queues;
-        ``apply_delay`` routes a committed message with a delay level (the schedule hook)."""
+        ``apply_delay`` routes a committed message with a delay level or a delivery time (the
+        schedule hook)."""
         self._rt = rt
         self._service = service
         self._apply_delay = apply_delay
@@ -142,8 +146,10 @@ class EndTransactionProcessor:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
             )
-        msg = self._delayed(msg)
-        result = await self._service.put(msg)
+        routed = self._delayed(msg)
+        if isinstance(routed, TimerRefusal):
+            return request.make_response(routed.code, routed.remark)
+        result = await self._service.put(routed)
         if result.status in STORED_CODES:
             return request.make_response(ResponseCode.SUCCESS)
         code, remark = put_failure(
@@ -153,12 +159,17 @@ class EndTransactionProcessor:
         )
         return request.make_response(code, remark)
 
-    def _delayed(self, msg: MessageToStore) -> MessageToStore:
-        """The committed message routed as the schedule hook does when it has ``DELAY``."""
-        if f"{MessageConst.DELAY}\x01" not in msg.properties:
+    def _delayed(self, msg: MessageToStore) -> MessageToStore | TimerRefusal:
+        """The committed message routed as the schedule hook does when it has ``DELAY`` or a
+        timer property (``TIMER_DELIVER_MS`` ...: into the timer topic)."""
+        text = msg.properties
+        if f"{MessageConst.DELAY}\x01" not in text and TIMER_NEEDLE not in text:
             return msg
-        props = decode_properties(msg.properties)
-        topic, queue_id = self._apply_delay(msg.topic, msg.queue_id, msg.sys_flag, props)
+        props = decode_properties(text)
+        routed = self._apply_delay(msg.topic, msg.queue_id, msg.sys_flag, props)
+        if isinstance(routed, TimerRefusal):
+            return routed
+        topic, queue_id = routed
         if topic == msg.topic:
             return msg
         msg.topic, msg.queue_id, msg.properties = topic, queue_id, encode_properties(props)

@@ -29,6 +29,7 @@ from rocketpy.broker.message_type_check import check_topic_message_type
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.broker.timer_hook import TIMER_NEEDLE, TimerHook, TimerRefusal
 from rocketpy.broker.transaction.util import half_route
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
@@ -65,16 +66,19 @@ _SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 #: A sender's property text holding one of these goes down the decoding path (the broker reads
 #: or replaces them). A substring test: a longer name ending in one only costs the fast path.
-_DECODE_NEEDLES: Final = tuple(
-    f"{name}{NAME_VALUE_SEPARATOR}"
-    for name in (
-        MessageConst.MSG_REGION,
-        MessageConst.TRACE_ON,
-        MessageConst.CLUSTER,
-        MessageConst.POP_CK,
-        MessageConst.DELAY,
-        MessageConst.TRAN_MSG,
-    )
+_DECODE_NEEDLES: Final = (
+    *(
+        f"{name}{NAME_VALUE_SEPARATOR}"
+        for name in (
+            MessageConst.MSG_REGION,
+            MessageConst.TRACE_ON,
+            MessageConst.CLUSTER,
+            MessageConst.POP_CK,
+            MessageConst.DELAY,
+            MessageConst.TRAN_MSG,
+        )
+    ),
+    TIMER_NEEDLE,  # the timer hook's properties (timer_hook.py)
 )
 
 
@@ -103,6 +107,8 @@ class SendMessageProcessor:
         # The properties text the broker appends on the fast path, for the config it was built
         # from (UPDATE_BROKER_CONFIG swaps the config object).
         self._additions: tuple[object, str] = (None, "")
+        #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
+        self.timer_hook: TimerHook | None = None
 
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
@@ -146,6 +152,20 @@ class SendMessageProcessor:
         props[MessageConst.REAL_TOPIC] = topic
         props[MessageConst.REAL_QID] = str(queue_id)
         return tv.RMQ_SYS_SCHEDULE_TOPIC, level - 1
+
+    def schedule_route(
+        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str]
+    ) -> tuple[str, int] | TimerRefusal:
+        """``HookUtils.handleScheduleMessage``: the timer hook (``timer_hook.py``), then delay
+        levels (:meth:`apply_delay`); a send and a committed transactional message go here."""
+        if self.timer_hook is not None:
+            timed = self.timer_hook.apply(
+                topic, queue_id, sys_flag, props, self._rt.clock.wall_ms()
+            )
+            if isinstance(timed, TimerRefusal):
+                return timed
+            topic, queue_id = timed
+        return self.apply_delay(topic, queue_id, sys_flag, props)
 
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
@@ -372,7 +392,10 @@ class SendMessageProcessor:
                 f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
                 ext_fields=self._ext(),
             )
-        topic, queue_id = self.apply_delay(topic, queue_id, sys_flag, props)
+        routed = self.schedule_route(topic, queue_id, sys_flag, props)
+        if isinstance(routed, TimerRefusal):
+            return request.make_response(routed.code, routed.remark, ext_fields=self._ext())
+        topic, queue_id = routed
         return topic, queue_id, sys_flag, encode_properties(props), uniq
 
     def _illegal(self, request: RemotingCommand) -> RemotingCommand:

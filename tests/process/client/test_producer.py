@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -135,3 +136,33 @@ async def test_producer_send_without_namesrv_fails() -> None:
                 await producer.send(Message(topic="T", body=b"x"))
     finally:
         await producer.shutdown()
+
+
+async def test_producer_timer_message_delivered_at_deliver_time(cluster: Cluster) -> None:
+    """1. Send a Message with deliver_time_ms 1.5 s ahead to queue 0. 2. Try a batch holding a
+    timer message. Expected: SEND_OK; nothing on the queue before the time, the message (with
+    TIMER_DELIVER_MS) on it within 1.5 s after (default timerPrecisionMs=1000); the batch is
+    refused by the client."""
+    topic = unique("TimerT")
+    producer = Producer(unique("pg"), cluster.namesrv_addr)
+    await producer.start()
+    try:
+        at = time.time_ns() // 1_000_000 + 1500
+        async with asyncio.timeout(10):
+            result = await producer.send(
+                Message(topic=topic, body=b"later", deliver_time_ms=at),
+                queue=MessageQueue(topic=topic, broker_name="broker-a", queue_id=0),
+            )
+            assert result.status == SendStatus.SEND_OK
+            with pytest.raises(ClientError, match="timer messages are not supported"):
+                await producer.send_batch([Message(topic=topic, body=b"x", deliver_time_ms=at)])
+    finally:
+        await producer.shutdown()
+    async with asyncio.timeout(10):
+        while not (records := await _pull_all(cluster, topic, 0)):
+            assert time.time_ns() // 1_000_000 < at + 1500
+            await asyncio.sleep(0.05)
+    arrived = time.time_ns() // 1_000_000
+    assert at <= arrived <= at + 1500
+    assert [r.body for r in records] == [b"later"]
+    assert records[0].properties["TIMER_DELIVER_MS"] == str(at)
