@@ -416,8 +416,9 @@ def _save(directory: Path, members: list[Member]) -> None:
 def _print_summary(directory: Path, members: list[Member]) -> None:
     namesrv = ";".join(m.address for m in members if m.role == "namesrv")
     print(f"rocketpy cluster running, data and logs under {directory}")
+    width = max((len(m.name) for m in members), default=14)
     for m in members:
-        print(f"  {m.name:<14} {m.role:<10} {m.address:<22} pid {m.pid:<8} log {m.log}")
+        print(f"  {m.name:<{width}} {m.role:<10} {m.address:<22} pid {m.pid:<8} log {m.log}")
     controllers = ";".join(m.address for m in members if m.role == "controller")
     print(f"NAMESRV_ADDR={namesrv}")
     print(f"  try:  bin/mqadmin clusterList -n {namesrv}")
