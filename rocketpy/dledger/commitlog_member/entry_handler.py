@@ -1,0 +1,245 @@
+"""The follower's side of DLedger 0.3.1.2's ``DLedgerEntryPusher`` (dledger-commitlog.md section
+2.3): ``EntryHandler``.
+
+Owns: parking APPEND pushes by first index (a duplicate gets 413) and applying them strictly in
+``end + 1`` order (single or batch, whatever this member's own ``enableBatchPush``), the
+1024-slot queue of COMPARE/TRUNCATE/COMMIT pushes (full -> 421; COMPARE/TRUNCATE drop parked
+appends), the checks of ``appendAsFollower`` (role FOLLOWER, term == current, leader == known
+leader, written pos == ``entry.pos``), truncation on divergence, and the committed index
+``min(commitIndex, end)``. A parked push that cannot be applied for more than
+``maxPushTimeOutMs`` (a gap before it) is answered 406, which sends the leader back to COMPARE
+(``checkAbnormalFuture``). Mirrors ``DLedgerEntryPusher.EntryHandler``.
+Must not: push or vote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Final
+
+import structlog
+
+from rocketpy.common.aio import TaskSet
+from rocketpy.common.clock import Clock
+from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
+from rocketpy.dledger.commitlog_member.protocol import (
+    DLedgerResponseCode,
+    PushEntryRequest,
+    PushEntryResponse,
+    PushType,
+)
+from rocketpy.dledger.commitlog_member.pusher import IDLE_WAIT_S, wait_event
+from rocketpy.dledger.commitlog_member.state import MemberState
+from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreError
+
+log = structlog.get_logger(__name__)
+
+#: ``compareOrTruncateRequests`` capacity.
+MAX_CONTROL_REQUESTS: Final = 1024
+ABNORMAL_CHECK_INTERVAL_MS: Final = 1000
+
+_Parked = tuple[PushEntryRequest, "asyncio.Future[PushEntryResponse]", int]
+
+
+class EntryHandler:
+    """Applies a leader's pushes to this member's log."""
+
+    def __init__(
+        self,
+        *,
+        config: DLedgerMemberConfig,
+        state: MemberState,
+        store: DLedgerLogStore,
+        clock: Clock,
+        executor: Executor,
+        on_committed: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.store = store
+        self.clock = clock
+        self._executor = executor
+        self._on_committed = on_committed
+        self.writes: dict[int, _Parked] = {}
+        self.controls: deque[_Parked] = deque()
+        self.wakeup = asyncio.Event()
+        self._tasks = TaskSet(f"dledger-{state.self_id}/entry-handler")
+        self._last_abnormal_check_ms = 0
+
+    def start(self) -> None:
+        self._tasks.spawn(self._run(), name=f"dledger-{self.state.self_id}/entry-handler")
+
+    async def stop(self) -> None:
+        await self._tasks.cancel_all(timeout_s=5.0)
+        for _, fut, _ in [*self.writes.values(), *self.controls]:
+            if not fut.done():
+                fut.cancel()
+        self.writes.clear()
+        self.controls.clear()
+
+    def _response(self, request: PushEntryRequest, code: int) -> PushEntryResponse:
+        """``buildResponse`` / ``buildBatchAppendResponse``."""
+        return PushEntryResponse(
+            group=self.state.group,
+            code=code,
+            term=request.term,
+            index=None if request.type is PushType.COMMIT else request.first_entry_index,
+            count=0 if request.type is PushType.COMMIT else request.count,
+            begin_index=self.store.ledger_begin_index,
+            end_index=self.store.ledger_end_index,
+        )
+
+    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
+        """``handlePush``: park or queue ``request``; the returned future is its answer."""
+        fut: asyncio.Future[PushEntryResponse] = asyncio.get_running_loop().create_future()
+        item: _Parked = (request, fut, self.clock.monotonic_ms())
+        if request.type is PushType.APPEND:
+            if request.count == 0:
+                fut.set_result(self._response(request, DLedgerResponseCode.UNEXPECTED_ARGUMENT))
+                return fut
+            first = request.first_entry_index
+            if first in self.writes:
+                log.warning("dledger repeated push", index=first)
+                fut.set_result(self._response(request, DLedgerResponseCode.REPEATED_PUSH))
+                return fut
+            self.writes[first] = item
+        else:
+            if request.type is not PushType.COMMIT and request.entry is None:
+                fut.set_result(self._response(request, DLedgerResponseCode.UNEXPECTED_ARGUMENT))
+                return fut
+            if len(self.controls) >= MAX_CONTROL_REQUESTS:
+                fut.set_result(self._response(request, DLedgerResponseCode.PUSH_REQUEST_IS_FULL))
+                return fut
+            if request.type is not PushType.COMMIT:
+                for _, parked, _ in self.writes.values():
+                    if not parked.done():
+                        parked.set_result(
+                            self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+                        )
+                self.writes.clear()
+            self.controls.append(item)
+        self.wakeup.set()
+        return fut
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._do_work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dledger entry handler failed", self_id=self.state.self_id)
+            await wait_event(self.wakeup, IDLE_WAIT_S)
+
+    async def _do_work(self) -> None:
+        while self.state.is_follower:
+            if self.controls:
+                request, fut, _ = self.controls.popleft()
+                response = await self._control(request)
+                if not fut.done():
+                    fut.set_result(response)
+                continue
+            item = self.writes.pop(self.store.ledger_end_index + 1, None)
+            if item is None:
+                self._check_abnormal()
+                return
+            request, fut, _ = item
+            response = self._append(request)
+            if not fut.done():
+                fut.set_result(response)
+
+    def _check_leader(self, request: PushEntryRequest) -> int | None:
+        st = self.state
+        if not st.is_follower:
+            return DLedgerResponseCode.NOT_FOLLOWER
+        if request.term != st.curr_term:
+            return DLedgerResponseCode.INCONSISTENT_TERM
+        if request.leader_id != st.leader_id:
+            return DLedgerResponseCode.INCONSISTENT_LEADER
+        return None
+
+    def _update_committed(self, request: PushEntryRequest) -> None:
+        if request.term != self.state.curr_term:
+            return
+        before = self.store.committed_index
+        self.store.update_committed_index(min(request.commit_index, self.store.ledger_end_index))
+        if self.store.committed_index != before:
+            self._on_committed()
+
+    def _append(self, request: PushEntryRequest) -> PushEntryResponse:
+        """``handleDoAppend`` / ``handleDoBatchAppend``."""
+        refused = self._check_leader(request)
+        if refused is not None:
+            return self._response(request, refused)
+        try:
+            for entry in request.entries():
+                if entry.index != self.store.ledger_end_index + 1:
+                    return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+                self.store.append_as_follower(entry)
+        except DLedgerStoreError as e:
+            log.warning("dledger append as follower failed", error=str(e))
+            return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        self._update_committed(request)
+        return self._response(request, DLedgerResponseCode.SUCCESS)
+
+    async def _control(self, request: PushEntryRequest) -> PushEntryResponse:
+        if request.type is PushType.COMMIT:
+            self._update_committed(request)
+            return self._response(request, DLedgerResponseCode.SUCCESS)
+        entry = request.entry
+        assert entry is not None  # noqa: S101 - checked in handle_push
+        if request.type is PushType.COMPARE:
+            try:
+                same = self.store.get(entry.index) == entry
+            except DLedgerStoreError:
+                same = False
+            code = DLedgerResponseCode.SUCCESS if same else DLedgerResponseCode.INCONSISTENT_STATE
+            return self._response(request, code)
+        refused = self._check_leader(request)
+        if refused is not None:
+            return self._response(request, refused)
+        try:
+            loop = asyncio.get_running_loop()
+            index = await loop.run_in_executor(self._executor, self.store.truncate, entry)
+        except DLedgerStoreError as e:
+            log.warning("dledger truncate failed", error=str(e))
+            return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        log.info("dledger truncated", self_id=self.state.self_id, index=index)
+        if index != entry.index:
+            return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        self._update_committed(request)
+        return self._response(request, DLedgerResponseCode.SUCCESS)
+
+    def _check_abnormal(self) -> None:
+        """``checkAbnormalFuture``: answer pushes already applied and unblock a gap."""
+        now = self.clock.monotonic_ms()
+        if now - self._last_abnormal_check_ms < ABNORMAL_CHECK_INTERVAL_MS or not self.writes:
+            return
+        self._last_abnormal_check_ms = now
+        end = self.store.ledger_end_index
+        oldest = None
+        for first in sorted(self.writes):
+            request, fut, created = self.writes[first]
+            if request.last_entry_index <= end:
+                try:
+                    same = all(self.store.get(e.index) == e for e in request.entries())
+                except DLedgerStoreError:
+                    same = False
+                del self.writes[first]
+                code = (
+                    DLedgerResponseCode.SUCCESS if same else DLedgerResponseCode.INCONSISTENT_STATE
+                )
+                if not fut.done():
+                    fut.set_result(self._response(request, code))
+                continue
+            if first == end + 1:
+                return
+            if now - created > self.config.max_push_timeout_ms and oldest is None:
+                oldest = first
+        if oldest is not None:
+            request, fut, _ = self.writes.pop(oldest)
+            if not fut.done():
+                fut.set_result(self._response(request, DLedgerResponseCode.INCONSISTENT_STATE))
