@@ -14,7 +14,7 @@ from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedger
 from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
 from rocketpy.dledger.commitlog_member.state import Role
 from rocketpy.store.dledger_log.entry import INDEX_UNIT_SIZE
-from tests.integration.dledger_member.conftest import Group
+from tests.helpers.dledger_member import Group
 
 pytestmark = pytest.mark.integration
 
