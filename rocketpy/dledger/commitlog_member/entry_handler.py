@@ -68,6 +68,9 @@ class EntryHandler:
         self.wakeup = asyncio.Event()
         self._tasks = TaskSet(f"dledger-{state.self_id}/entry-handler")
         self._last_abnormal_check_ms = 0
+        #: APPEND pushes applied, single and batch (statistics).
+        self.applied_single = 0
+        self.applied_batch = 0
 
     def start(self) -> None:
         self._tasks.spawn(self._run(), name=f"dledger-{self.state.self_id}/entry-handler")
@@ -182,6 +185,10 @@ class EntryHandler:
         except DLedgerStoreError as e:
             log.warning("dledger append as follower failed", error=str(e))
             return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        if request.is_batch:
+            self.applied_batch += 1
+        else:
+            self.applied_single += 1
         self._update_committed(request)
         return self._response(request, DLedgerResponseCode.SUCCESS)
 
