@@ -26,6 +26,7 @@ from enum import Enum, IntEnum
 from typing import Any, Final, TypeVar
 
 from rocketpy.common.errors import CodecError
+from rocketpy.common.fastjson import Bean, dumps
 from rocketpy.store.dledger_log.entry import DLedgerEntry
 
 SUCCESS_CODE: Final = 200
@@ -280,20 +281,22 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def entry_to_json(entry: DLedgerEntry) -> dict[str, Any]:
+def entry_to_json(entry: DLedgerEntry) -> Bean:
     """``DLedgerEntry`` as fastjson writes it (getters: body, bodyCrc, chainCrc, channel, index,
     magic, pos, size, term)."""
-    return {
-        "body": _b64(entry.body),
-        "bodyCrc": entry.body_crc,
-        "chainCrc": entry.chain_crc,
-        "channel": entry.channel,
-        "index": entry.index,
-        "magic": entry.magic,
-        "pos": entry.pos,
-        "size": entry.size,
-        "term": entry.term,
-    }
+    return Bean(
+        {
+            "body": _b64(entry.body),
+            "bodyCrc": entry.body_crc,
+            "chainCrc": entry.chain_crc,
+            "channel": entry.channel,
+            "index": entry.index,
+            "magic": entry.magic,
+            "pos": entry.pos,
+            "size": entry.size,
+            "term": entry.term,
+        }
+    )
 
 
 def _base_json(b: Base) -> dict[str, Any]:
@@ -354,20 +357,10 @@ def _extra_json(b: Body) -> dict[str, Any]:  # noqa: PLR0911 - one arm per body 
     return {}
 
 
-def _drop_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
-
-
 def encode_body(body: Body) -> bytes:
-    """``JSON.toJSONBytes(body)``: sorted keys, compact, nulls omitted, UTF-8."""
-    doc = _base_json(body) | _extra_json(body)
-    return json.dumps(
-        _drop_nulls(doc), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    """``JSON.toJSONBytes(body)``: a bean (sorted keys, nulls left out), compact, UTF-8, through
+    :func:`rocketpy.common.fastjson.dumps` (fastjson's string escapes)."""
+    return dumps(Bean(_base_json(body) | _extra_json(body))).encode("utf-8")
 
 
 # -- decoding ---------------------------------------------------------------------------------
