@@ -69,6 +69,11 @@ def _assert_identical(group: Group) -> None:
 async def test_elects_and_replicates_byte_identically(make_group: Any) -> None:
     g: Group = await make_group()
     leader = await g.wait_leader()
+    follower = next(m for m in g.members.values() if m is not leader)
+    committed: list[tuple[int, int]] = []
+    roles: list[tuple[int, Role]] = []
+    follower.add_committed_listener(lambda index, pos: committed.append((index, pos)))
+    follower.add_role_change_handler(lambda term, role: roles.append((term, role)))
     terms = {m.term for m in g.members.values()}
     assert len(terms) == 1
     assert await leader.wait_leader_ready(2)
@@ -83,6 +88,10 @@ async def test_elects_and_replicates_byte_identically(make_group: Any) -> None:
         assert m.store.get(200).pos == pos
     await asyncio.sleep(0.05)  # a flush
     _assert_identical(g)
+    # the follower's committed position moved forward to the end of entry 200, never back
+    assert committed[-1] == (200, follower.store.committed_pos)
+    assert committed == sorted(committed)
+    assert roles == []  # no role change while the leader stays
     # currterm and checkpoint exist and agree
     await wait_until(
         lambda: all((m.config.base_dir / "checkpoint").exists() for m in g.members.values()), 5
@@ -127,6 +136,9 @@ async def test_leader_stop_elects_new_leader_and_old_rejoins(make_group: Any) ->
     new_leader = await g.wait_leader()
     assert new_leader.config.self_id != old
     assert new_leader.term > old_term
+    # section 3.4: the new leader is ready once the previous term's entries are committed
+    assert await new_leader.wait_leader_ready(5)
+    assert new_leader.store.committed_index == new_leader.store.ledger_end_index == 49
     # entries committed before are still there, new ones commit with 2 of 3
     assert new_leader.store.get(49).body == _body(49)
     await _append_many(new_leader, 50, 10)
