@@ -177,7 +177,9 @@ class LeaderElector:
 
     # -- heartbeats ----------------------------------------------------------------------
 
-    async def handle_heart_beat(self, request: HeartBeatRequest) -> HeartBeatResponse:
+    async def handle_heart_beat(  # noqa: PLR0911 - one answer per rule of section 3.2
+        self, request: HeartBeatRequest
+    ) -> HeartBeatResponse:
         """``handleHeartBeat`` (the caller checked remoteId and group)."""
         st = self._state
         if not st.is_peer_member(request.leader_id):
@@ -186,18 +188,26 @@ class LeaderElector:
             return _beat(st.curr_term, DLedgerResponseCode.UNEXPECTED_MEMBER)
         if request.term < st.curr_term:
             return _beat(st.curr_term, DLedgerResponseCode.EXPIRED_TERM)
-        if request.term == st.curr_term:
-            if st.leader_id is None:
-                assert request.leader_id is not None  # noqa: S101 - checked as a peer above
-                self.change_role_to_follower(request.term, request.leader_id)
-                return _beat()
-            if request.leader_id == st.leader_id:
-                self.last_leader_heart_beat_time = self._now()
-                return _beat()
-            return _beat(code=DLedgerResponseCode.INCONSISTENT_LEADER)
-        self.change_role_to_candidate(request.term)
-        self._need_increase_term_immediately = True
-        return _beat(code=DLedgerResponseCode.TERM_NOT_READY)
+        if request.term == st.curr_term and request.leader_id == st.leader_id:
+            self.last_leader_heart_beat_time = self._now()
+            return _beat()
+        # The abnormal case under the state lock: a term being raised (and persisted) by the
+        # candidate loop is settled before this beat is judged.
+        async with st.lock:
+            if request.term < st.curr_term:
+                return _beat(st.curr_term, DLedgerResponseCode.EXPIRED_TERM)
+            if request.term == st.curr_term:
+                if st.leader_id is None:
+                    assert request.leader_id is not None  # noqa: S101 - checked as a peer above
+                    self.change_role_to_follower(request.term, request.leader_id)
+                    return _beat()
+                if request.leader_id == st.leader_id:
+                    self.last_leader_heart_beat_time = self._now()
+                    return _beat()
+                return _beat(code=DLedgerResponseCode.INCONSISTENT_LEADER)
+            self.change_role_to_candidate(request.term)
+            self._need_increase_term_immediately = True
+            return _beat(code=DLedgerResponseCode.TERM_NOT_READY)
 
     async def _send_heartbeats(self, term: int, leader_id: str) -> None:  # noqa: C901 - upstream's sendHeartbeats
         st = self._state
@@ -472,13 +482,14 @@ class LeaderElector:
     ) -> LeadershipTransferResponse:
         """The leader's side: mark the transferee and tell it to take leadership."""
         st = self._state
-        if st.curr_term != request.term:
-            return _transfer(st.curr_term, DLedgerResponseCode.INCONSISTENT_TERM)
-        if not st.is_leader:
-            return _transfer(st.curr_term, DLedgerResponseCode.NOT_LEADER)
-        if st.transferee is not None:
-            return _transfer(st.curr_term, DLedgerResponseCode.LEADER_TRANSFERRING)
-        st.transferee = request.transferee_id
+        async with st.lock:
+            if st.curr_term != request.term:
+                return _transfer(st.curr_term, DLedgerResponseCode.INCONSISTENT_TERM)
+            if not st.is_leader:
+                return _transfer(st.curr_term, DLedgerResponseCode.NOT_LEADER)
+            if st.transferee is not None:
+                return _transfer(st.curr_term, DLedgerResponseCode.LEADER_TRANSFERRING)
+            st.transferee = request.transferee_id
         end_index, _ = self._ledger_end()
         take = LeadershipTransferRequest(
             group=st.group,
