@@ -525,16 +525,24 @@ class LeaderElector:
         """The transferee's side after its catch-up: campaign at term + 1; answered on the
         outcome (LEADER 200, FOLLOWER 418, a later term 403)."""
         st = self._state
-        if st.curr_term != request.term:
-            return _transfer(st.curr_term, DLedgerResponseCode.INCONSISTENT_TERM)
-        target = request.term + 1
-        st.term_to_take_leadership = target
-        if self._take_future is not None and not self._take_future.done():
-            self._take_future.cancel()
-        fut: asyncio.Future[LeadershipTransferResponse] = asyncio.get_running_loop().create_future()
-        self._take_future = fut
-        self.change_role_to_candidate(target)
-        self._need_increase_term_immediately = True
+        async with st.lock:
+            if st.curr_term != request.term:
+                return _transfer(st.curr_term, DLedgerResponseCode.INCONSISTENT_TERM)
+            target = request.term + 1
+            st.term_to_take_leadership = target
+            if self._take_future is not None and not self._take_future.done():
+                self._take_future.cancel()
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[LeadershipTransferResponse] = loop.create_future()
+            self._take_future = fut
+            self.change_role_to_candidate(target)
+            # Upstream flags needIncreaseTermImmediately and lets the maintainer raise the term;
+            # a heartbeat of the old term arriving in between makes the transferee follow the
+            # old leader again (418). Raising it here, as the maintainer would, closes that gap.
+            await st.next_term()
+            self._last_parse_result = ParseResult.WAIT_TO_REVOTE
+            self._need_increase_term_immediately = False
+            self._next_time_to_request_vote = self._compute_next_vote_time()
         return await fut
 
     def _check_take_leadership(self, term: int, role: Role) -> None:
