@@ -65,6 +65,8 @@ class DLedgerMemberConfig:
     max_wait_ack_time_ms: int = 2500  # maxWaitAckTimeMs
     max_push_timeout_ms: int = 1000  # maxPushTimeOutMs
     max_pending_size: int = 1000  # maxPendingSize (outstanding pushes per follower)
+    peer_push_throttle_point: int = 300 * 1024 * 1024  # peerPushThrottlePoint
+    peer_push_quota: int = 20 * 1024 * 1024  # peerPushQuota (bytes a second)
     max_leadership_transfer_wait_index: int = 1000  # maxLeadershipTransferWaitIndex
     leadership_transfer_wait_timeout_ms: int = 1000  # leadershipTransferWaitTimeout
     check_point_interval_ms: int = 3000  # checkPointInterval (persistCheckPoint)

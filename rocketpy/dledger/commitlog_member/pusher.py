@@ -267,6 +267,11 @@ class EntryDispatcher:
         self.last_check_leak_ms = 0
         self.wakeup = asyncio.Event()
         self._tasks = TaskSet(f"dledger-{pusher.state.self_id}/push-{peer}/rpc")
+        self.quota_second = -1
+        self.quota_bytes = 0
+        self.quota_resume_ms = -1
+        #: pauses for the push quota (statistics).
+        self.throttled = 0
 
     def _now(self) -> int:
         return self.p.clock.monotonic_ms()
@@ -349,7 +354,10 @@ class EntryDispatcher:
             if len(self.pending) >= self.p.config.max_pending_size:
                 self._check_append_response()
                 return
+            if self._now() < self.quota_resume_ms:
+                return
             entry = store.get(self.write_index)
+            self._check_quota(entry)
             if batch:
                 self.batch.append(entry)
                 self.batch_size += entry.size
@@ -358,6 +366,27 @@ class EntryDispatcher:
             else:
                 self._send_append(entry)
             self.write_index += 1
+
+    def _check_quota(self, entry: DLedgerEntry) -> None:
+        """``checkQuotaAndWait``: a follower more than ``maxPendingSize`` entries and
+        ``peerPushThrottlePoint`` bytes behind gets at most ``peerPushQuota`` bytes a second;
+        once this second's quota is spent, pushing pauses until the next second."""
+        cfg, store = self.p.config, self.p.store
+        if store.ledger_end_index - entry.index <= cfg.max_pending_size:
+            return
+        if store.write_pos - entry.pos < cfg.peer_push_throttle_point:
+            return
+        now = self._now()
+        second = now // 1000
+        if self.quota_second != second:
+            self.quota_second, self.quota_bytes = second, 0
+        self.quota_bytes += entry.size
+        if self.quota_bytes >= cfg.peer_push_quota:
+            self.quota_resume_ms = (second + 1) * 1000
+            self.throttled += 1
+            log.warning(
+                "dledger push quota exhausted", peer=self.peer, wait_ms=self.quota_resume_ms - now
+            )
 
     def _send_append(self, entry: DLedgerEntry) -> None:
         request = self._request(PushType.APPEND, entry)

@@ -210,3 +210,22 @@ async def test_transfer_waits_for_a_lagging_transferee(make_group: Any) -> None:
     assert end == 304
     assert [new_leader.store.get(i).body for i in range(300)] == [_body(i) for i in range(300)]
     _assert_identical(g, end)
+
+
+async def test_lagging_follower_push_is_throttled(make_group: Any) -> None:
+    """Spec 1.6: a follower more than maxPendingSize entries and peerPushThrottlePoint bytes
+    behind gets at most peerPushQuota bytes a second (here 1 KiB point, 8 KiB a second)."""
+    throttle = {"max_pending_size": 10, "peer_push_throttle_point": 1024, "peer_push_quota": 8192}
+    g: Group = await make_group(n0=throttle, n1=throttle, n2=throttle)
+    leader = await g.wait_leader()
+    lagger = next(i for i in g.members if i != leader.config.self_id)
+    await g.stop(lagger)
+    await _append(leader, 0, 150)  # 150 x 112 bytes: over two seconds of quota
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await g.start(lagger)
+    end = await _converged(g)
+    assert end == 149
+    assert loop.time() - started >= 0.9
+    assert leader.pusher.dispatchers[lagger].throttled >= 1
+    _assert_identical(g, end)
