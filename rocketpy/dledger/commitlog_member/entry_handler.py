@@ -117,11 +117,12 @@ class EntryHandler:
                 fut.set_result(self._response(request, DLedgerResponseCode.PUSH_REQUEST_IS_FULL))
                 return fut
             if request.type is not PushType.COMMIT:
-                for _, parked, _ in self.writes.values():
+                # Upstream just forgets them (the leader's futures time out); they are answered
+                # UNKNOWN here, which the leader ignores as it ignores a timeout, so no response
+                # task waits forever and no stale 406 sends a fresh APPEND phase back to COMPARE.
+                for dropped, parked, _ in self.writes.values():
                     if not parked.done():
-                        parked.set_result(
-                            self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
-                        )
+                        parked.set_result(self._response(dropped, DLedgerResponseCode.UNKNOWN))
                 self.writes.clear()
             self.controls.append(item)
         self.wakeup.set()
