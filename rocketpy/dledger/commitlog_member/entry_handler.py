@@ -9,6 +9,11 @@ leader, written pos == ``entry.pos``), truncation on divergence, and the committ
 ``min(commitIndex, end)``. A parked push that cannot be applied for more than
 ``maxPushTimeOutMs`` (a gap before it) is answered 406, which sends the leader back to COMPARE
 (``checkAbnormalFuture``). Mirrors ``DLedgerEntryPusher.EntryHandler``.
+
+Deviation: the committed index never passes the last entry this term's leader has verified
+here (appended from it, compared equal or truncated to). Upstream takes ``min(commitIndex,
+end)`` alone, so a follower back in the same term with a divergent tail can mark that tail
+committed from a COMMIT push before COMPARE finds it (dledger-commitlog.md section 6 check 8).
 Must not: push or vote.
 """
 
@@ -68,6 +73,8 @@ class EntryHandler:
         self.wakeup = asyncio.Event()
         self._tasks = TaskSet(f"dledger-{state.self_id}/entry-handler")
         self._last_abnormal_check_ms = 0
+        self._verified_for: tuple[int, str | None] = (-1, None)
+        self._verified_end = -1
         #: APPEND pushes applied, single and batch (statistics).
         self.applied_single = 0
         self.applied_batch = 0
@@ -165,11 +172,24 @@ class EntryHandler:
             return DLedgerResponseCode.INCONSISTENT_LEADER
         return None
 
+    def _verified(self, request: PushEntryRequest, index: int, *, exact: bool = False) -> None:
+        """Entries up to ``index`` are known to match this term's leader (appended from it,
+        compared equal, or truncated to)."""
+        key = (request.term, request.leader_id)
+        if self._verified_for != key:
+            self._verified_for, self._verified_end = key, -1
+        self._verified_end = index if exact else max(self._verified_end, index)
+
     def _update_committed(self, request: PushEntryRequest) -> None:
+        """committedIndex = min(commitIndex, end), and (a deviation, see the module docstring)
+        never past what this term's leader has verified here."""
         if request.term != self.state.curr_term:
             return
+        if self._verified_for != (request.term, request.leader_id):
+            return
         before = self.store.committed_index
-        self.store.update_committed_index(min(request.commit_index, self.store.ledger_end_index))
+        target = min(request.commit_index, self.store.ledger_end_index, self._verified_end)
+        self.store.update_committed_index(target)
         if self.store.committed_index != before:
             self._on_committed()
 
@@ -186,6 +206,7 @@ class EntryHandler:
         except DLedgerStoreError as e:
             log.warning("dledger append as follower failed", error=str(e))
             return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        self._verified(request, request.last_entry_index)
         if request.is_batch:
             self.applied_batch += 1
         else:
@@ -204,6 +225,8 @@ class EntryHandler:
                 same = self.store.get(entry.index) == entry
             except DLedgerStoreError:
                 same = False
+            if same and self._check_leader(request) is None:
+                self._verified(request, entry.index)
             code = DLedgerResponseCode.SUCCESS if same else DLedgerResponseCode.INCONSISTENT_STATE
             return self._response(request, code)
         refused = self._check_leader(request)
@@ -218,6 +241,7 @@ class EntryHandler:
         log.info("dledger truncated", self_id=self.state.self_id, index=index)
         if index != entry.index:
             return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
+        self._verified(request, index, exact=True)
         self._update_committed(request)
         return self._response(request, DLedgerResponseCode.SUCCESS)
 
