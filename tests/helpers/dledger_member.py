@@ -1,5 +1,5 @@
 """Three DLedger 0.3.1.2 members (rocketpy.dledger.commitlog_member) in-process on loopback: real
-sockets on preallocated ports, short timings (100 ms heartbeats, 50-150 ms vote intervals),
+sockets on preallocated ports, short timings (150 ms heartbeats, 50-150 ms vote intervals),
 small data files."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Group:
             self_id="n0",
             peers=peers,
             store_base_dir=root,
-            heart_beat_time_interval_ms=100,
+            heart_beat_time_interval_ms=150,
             max_heart_beat_leak=3,
             min_vote_interval_ms=50,
             max_vote_interval_ms=150,

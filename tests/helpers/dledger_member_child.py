@@ -28,7 +28,7 @@ def config(root: Path, self_id: str, peers: str) -> DLedgerMemberConfig:
         self_id=self_id,
         peers=peers,
         store_base_dir=root / self_id,
-        heart_beat_time_interval_ms=100,
+        heart_beat_time_interval_ms=150,
         max_heart_beat_leak=3,
         min_vote_interval_ms=50,
         max_vote_interval_ms=150,
