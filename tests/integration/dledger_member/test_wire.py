@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from rocketpy.common.codes import ResponseCode
+from rocketpy.common.errors import RequestTimeout
 from rocketpy.dledger.commitlog_member.protocol import (
     AppendEntryRequest,
     AppendEntryResponse,
@@ -16,6 +18,8 @@ from rocketpy.dledger.commitlog_member.protocol import (
     GetEntriesResponse,
     HeartBeatRequest,
     HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
     MetadataRequest,
     MetadataResponse,
     PushEntryRequest,
@@ -123,5 +127,24 @@ async def test_peer_port_answers_like_dledger_0_3_1_2(make_group: Any) -> None:
         )  # fmt: skip
         assert cmp.code == DLedgerResponseCode.INCONSISTENT_STATE
         assert (cmp.index, cmp.begin_index, cmp.end_index) == (0, 0, 0)
+        # PULL is registered but never answered (upstream's handler returns null);
+        # INSTALL_SNAPSHOT (0.4 only) is not a code this member knows
+        with pytest.raises(RequestTimeout):
+            await client.invoke(
+                addr, RemotingCommand.request(DLedgerRequestCode.PULL, None, b"{}"), 0.3
+            )
+        unknown = await client.invoke(
+            addr, RemotingCommand.request(DLedgerRequestCode.INSTALL_SNAPSHOT, None, b"{}"), 3.0
+        )
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        # an operator's LEADERSHIP_TRANSFER to the leader: answered 200 once the follower leads
+        moved = await _call(
+            client, addr, DLedgerRequestCode.LEADERSHIP_TRANSFER,
+            LeadershipTransferRequest(group=G, remote_id=lid, local_id="admin", term=leader.term,
+                                      transfer_id=lid, transferee_id=fid),
+            LeadershipTransferResponse,
+        )  # fmt: skip
+        assert moved.code == 200, moved
+        assert (await g.wait_leader()).config.self_id == fid
     finally:
         await client.close()
