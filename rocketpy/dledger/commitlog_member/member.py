@@ -77,6 +77,27 @@ class PendingEntry:
     future: asyncio.Future[AppendEntryResponse]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberStatistics:
+    """A snapshot of one member (``statistics()``)."""
+
+    self_id: str
+    role: str
+    term: int
+    leader_id: str | None
+    ledger_begin_index: int
+    ledger_end_index: int
+    ledger_end_term: int
+    committed_index: int
+    committed_pos: int
+    #: peer -> watermark in the current term (leader only; empty otherwise)
+    water_marks: dict[str, int]
+    pending_appends: int
+    applied_single_pushes: int
+    applied_batch_pushes: int
+    throttled_pushes: int
+
+
 def _error(request: Base, kind: type[Base], code: int, leader_id: str | None) -> Base:
     """``copyBaseInfo(request)`` with ``code`` and the known leader."""
     return kind(
@@ -222,6 +243,29 @@ class DLedgerMember:
         except TimeoutError:
             pass
         return False
+
+    def statistics(self) -> MemberStatistics:
+        """Role, term, ledger counters and replication progress, taken now."""
+        st, store = self.state, self.store
+        leading = st.is_leader
+        return MemberStatistics(
+            self_id=st.self_id,
+            role=st.role.name,
+            term=st.curr_term,
+            leader_id=st.leader_id,
+            ledger_begin_index=store.ledger_begin_index,
+            ledger_end_index=store.ledger_end_index,
+            ledger_end_term=store.ledger_end_term,
+            committed_index=store.committed_index,
+            committed_pos=store.committed_pos,
+            water_marks=dict(self.pusher.peer_water_marks_by_term.get(st.curr_term, {}))
+            if leading
+            else {},
+            pending_appends=len(self.pusher.pending_by_term.get(st.curr_term, {})),
+            applied_single_pushes=self.handler.applied_single,
+            applied_batch_pushes=self.handler.applied_batch,
+            throttled_pushes=sum(d.throttled for d in self.pusher.dispatchers.values()),
+        )
 
     async def transfer_leadership(self, transferee_id: str) -> LeadershipTransferResponse:
         """An operator's LEADERSHIP_TRANSFER to this (leading) member."""

@@ -88,6 +88,15 @@ async def test_elects_and_replicates_byte_identically(make_group: Any) -> None:
         assert m.store.get(200).pos == pos
     await asyncio.sleep(0.05)  # a flush
     _assert_identical(g)
+    stats = leader.statistics()
+    assert (stats.role, stats.term, stats.leader_id) == ("LEADER", leader.term, stats.self_id)
+    assert (stats.ledger_end_index, stats.committed_index, stats.pending_appends) == (200, 200, 0)
+    await wait_until(lambda: set(leader.statistics().water_marks.values()) == {200}, 5)
+    fstats = follower.statistics()
+    assert (fstats.role, fstats.water_marks, fstats.committed_pos) == (
+        "FOLLOWER", {}, stats.committed_pos,
+    )  # fmt: skip
+    assert fstats.applied_single_pushes >= 1
     # the follower's committed position moved forward to the end of entry 200, never back
     assert committed[-1] == (200, follower.store.committed_pos)
     assert committed == sorted(committed)
