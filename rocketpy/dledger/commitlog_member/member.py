@@ -220,7 +220,9 @@ class DLedgerMember:
         """Append ``body`` and wait for the quorum: (index, pos).
 
         Raises:
-            DLedgerAppendError: refused, or answered 502/501/...
+            DLedgerAppendError: refused, or answered 502 (no quorum in ``maxWaitAckTimeMs``),
+                501 (the term changed), 500 (the member shut down).
+            TimeoutError: no answer within ``timeout_s`` (default: the ack wait + 2 s).
         """
         pending = self.append_nowait(body, patch=patch)
         budget = timeout_s or (self.config.max_wait_ack_time_ms / 1000 + 2.0)

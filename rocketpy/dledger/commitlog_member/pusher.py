@@ -103,10 +103,14 @@ class LeaderPusher:
 
     async def stop(self) -> None:
         await self._tasks.cancel_all(timeout_s=5.0)
-        for pending in self.pending_by_term.values():
+        # Outcome unknown (the entry may still commit elsewhere): INTERNAL_ERROR, not a
+        # cancellation a caller could take for its own.
+        for term, pending in self.pending_by_term.items():
             for p in pending.values():
                 if not p.future.done():
-                    p.future.cancel()
+                    p.future.set_result(
+                        self._fail(term, p.index, DLedgerResponseCode.INTERNAL_ERROR)
+                    )
         self.pending_by_term.clear()
 
     def wakeup_dispatchers(self) -> None:

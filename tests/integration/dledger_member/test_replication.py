@@ -189,3 +189,15 @@ async def test_restart_all_recovers_terms_logs_and_commits(make_group: Any) -> N
     await _wait_caught_up(g, 109)
     await asyncio.sleep(0.05)
     _assert_identical(g)
+
+
+async def test_shutdown_answers_pending_appends(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    for i in list(g.members):
+        if g.members[i] is not leader:
+            await g.stop(i)
+    pending = leader.append_nowait(b"never acknowledged", patch=False)
+    await g.stop(leader.config.self_id)
+    assert pending.future.done()
+    assert pending.future.result().code == DLedgerResponseCode.INTERNAL_ERROR
