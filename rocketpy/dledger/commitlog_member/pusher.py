@@ -94,6 +94,7 @@ class LeaderPusher:
         }
         self._tasks = TaskSet(f"dledger-{state.self_id}/pusher")
         self._last_quorum_index = -1
+        self._checker_term = -1
         self._last_check_leak_ms = 0
 
     def start(self) -> None:
@@ -195,6 +196,9 @@ class LeaderPusher:
 
     def _check_quorum(self) -> None:  # noqa: C901, PLR0912 - upstream's one loop body
         term = self.state.curr_term
+        if term != self._checker_term:
+            # A new office: its quorum index starts again from the watermarks of this term.
+            self._checker_term, self._last_quorum_index = term, -1
         for old in [t for t in self.pending_by_term if t != term]:
             for p in self.pending_by_term.pop(old).values():
                 if not p.future.done():
