@@ -38,6 +38,7 @@ from rocketpy.dledger.commitlog_member.protocol import (
 )
 from rocketpy.dledger.commitlog_member.pusher import IDLE_WAIT_S, wait_event
 from rocketpy.dledger.commitlog_member.state import MemberState
+from rocketpy.store.dledger_log.entry import DLedgerEntry
 from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreError
 
 log = structlog.get_logger(__name__)
@@ -47,6 +48,14 @@ MAX_CONTROL_REQUESTS: Final = 1024
 ABNORMAL_CHECK_INTERVAL_MS: Final = 1000
 
 _Parked = tuple[PushEntryRequest, "asyncio.Future[PushEntryResponse]", int]
+
+
+def same_entry(a: DLedgerEntry, b: DLedgerEntry) -> bool:
+    """``DLedgerEntry.equals``: size, magic, index, term, channel, pos and body (the CRCs,
+    never computed in 0.3.1.2, are not compared)."""
+    return (a.size, a.magic, a.index, a.term, a.channel, a.pos, a.body) == (
+        b.size, b.magic, b.index, b.term, b.channel, b.pos, b.body,
+    )  # fmt: skip
 
 
 class EntryHandler:
@@ -222,7 +231,7 @@ class EntryHandler:
         assert entry is not None  # noqa: S101 - checked in handle_push
         if request.type is PushType.COMPARE:
             try:
-                same = self.store.get(entry.index) == entry
+                same = same_entry(self.store.get(entry.index), entry)
             except DLedgerStoreError:
                 same = False
             if same and self._check_leader(request) is None:
@@ -257,7 +266,7 @@ class EntryHandler:
             request, fut, created = self.writes[first]
             if request.last_entry_index <= end:
                 try:
-                    same = all(self.store.get(e.index) == e for e in request.entries())
+                    same = all(same_entry(self.store.get(e.index), e) for e in request.entries())
                 except DLedgerStoreError:
                     same = False
                 del self.writes[first]
