@@ -1,0 +1,173 @@
+"""DLedger 0.3.1.2's peer RPC on our remoting transport (dledger-commitlog.md section 2.1).
+
+Owns: the member's :class:`RemotingServer` on its ``dLegerPeers`` port, the processors for the
+codes the 0.3.1.2 server answers, and the client side: one request -> one response with the same
+opaque, JSON body, no ``extFields``, 3000 ms timeout. The response's remoting code is always 200;
+the outcome travels in the body's ``code``. Mirrors ``DLedgerRpcNettyService``.
+Must not: interpret bodies (:class:`PeerHandler` does). Why not :mod:`rocketpy.dledger.transport`:
+that one sends every message oneway with msgpack bodies (the controller's etcd-style core); here
+a Java peer must understand every byte. Its :class:`DLedgerRequestCode` numbering is shared.
+PULL (51003) is registered and, as upstream's handler returns null, never answered;
+INSTALL_SNAPSHOT (51006, 0.4 only) is not registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+import structlog
+
+from rocketpy.common.errors import CodecError, RemotingError
+from rocketpy.dledger.commitlog_member.protocol import (
+    AppendEntryRequest,
+    AppendEntryResponse,
+    Base,
+    Body,
+    GetEntriesRequest,
+    GetEntriesResponse,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PushEntryRequest,
+    PushEntryResponse,
+    VoteRequest,
+    VoteResponse,
+    decode_body,
+    encode_body,
+)
+from rocketpy.dledger.transport import DLedgerRequestCode
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
+from rocketpy.remoting.transport.server import RemotingServer
+
+log = structlog.get_logger(__name__)
+
+_R = TypeVar("_R", bound=Base)
+
+
+class PeerHandler(Protocol):
+    """What the member answers (``DLedgerProtocolHandler`` + client protocol)."""
+
+    async def handle_metadata(self, request: MetadataRequest) -> MetadataResponse: ...
+    async def handle_append(self, request: AppendEntryRequest) -> AppendEntryResponse: ...
+    async def handle_get(self, request: GetEntriesRequest) -> GetEntriesResponse: ...
+    async def handle_vote(self, request: VoteRequest) -> VoteResponse: ...
+    async def handle_heart_beat(self, request: HeartBeatRequest) -> HeartBeatResponse: ...
+    async def handle_leadership_transfer(
+        self, request: LeadershipTransferRequest
+    ) -> LeadershipTransferResponse: ...
+
+    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
+        """Registers the push synchronously (arrival order) and returns its answer to await."""
+        ...
+
+
+class PeerRpc:
+    """Server and client of one member's peer port."""
+
+    def __init__(
+        self, *, self_id: str, address: str, peers: dict[str, str], rpc_timeout_ms: int
+    ) -> None:
+        self._self_id = self_id
+        self._peers = peers
+        self._timeout_s = rpc_timeout_ms / 1000
+        host, _, port = address.rpartition(":")
+        self._registry = ProcessorRegistry()
+        self._server = RemotingServer(
+            self._registry, host=host, port=int(port), name=f"dledger-{self_id}/peer"
+        )
+        self._client = RemotingClient(
+            connect_timeout_s=min(1.0, self._timeout_s), name=f"dledger-{self_id}/client"
+        )
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    def install(self, handler: PeerHandler) -> None:
+        """Route every 0.3.1.2 code to ``handler``."""
+        self._unary(DLedgerRequestCode.METADATA, MetadataRequest, handler.handle_metadata)
+        self._unary(DLedgerRequestCode.APPEND, AppendEntryRequest, handler.handle_append)
+        self._unary(DLedgerRequestCode.GET, GetEntriesRequest, handler.handle_get)
+        self._unary(DLedgerRequestCode.VOTE, VoteRequest, handler.handle_vote)
+        self._unary(DLedgerRequestCode.HEART_BEAT, HeartBeatRequest, handler.handle_heart_beat)
+        self._unary(
+            DLedgerRequestCode.LEADERSHIP_TRANSFER,
+            LeadershipTransferRequest,
+            handler.handle_leadership_transfer,
+        )
+
+        async def pull(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+            return None  # upstream's handlePull returns null: no response is written
+
+        self._registry.register(DLedgerRequestCode.PULL, pull)
+
+        def push_nowait(
+            ctx: RequestContext, request: RemotingCommand
+        ) -> Awaitable[RemotingCommand | None]:
+            answer = handler.handle_push(decode_body(request.body or b"", PushEntryRequest))
+            return _respond(request, answer)
+
+        async def push(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+            return await push_nowait(ctx, request)
+
+        self._registry.register(DLedgerRequestCode.PUSH, push, nowait=push_nowait)
+
+    def _unary(
+        self,
+        code: DLedgerRequestCode,
+        kind: type[_R],
+        fn: Callable[[_R], Awaitable[Base]],
+    ) -> None:
+        async def processor(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            body = decode_body(request.body or b"", kind)
+            response = await fn(body)
+            return request.make_response(200, body=encode_body(response))  # type: ignore[arg-type]
+
+        self._registry.register(code, processor)
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self) -> None:
+        await self._client.close()
+        await self._server.stop(timeout_s=2.0)
+
+    async def invoke(
+        self,
+        code: DLedgerRequestCode,
+        request: Body,
+        kind: type[_R],
+        timeout_s: float | None = None,
+    ) -> _R | None:
+        """Send ``request`` to its ``remoteId`` and decode the answer; None on a network error,
+        a timeout, a non-200 remoting code or an undecodable body (callers treat None as
+        upstream treats a failed future or a null response)."""
+        addr = self._peers.get(request.remote_id or "")
+        if addr is None:
+            return None
+        command = RemotingCommand.request(code, None, encode_body(request))
+        try:
+            reply = await self._client.invoke(addr, command, timeout_s or self._timeout_s)
+        except RemotingError as e:
+            log.debug("dledger rpc failed", code=int(code), peer=request.remote_id, error=str(e))
+            return None
+        if reply.code != 200 or not reply.body:
+            return None
+        try:
+            return decode_body(reply.body, kind)
+        except CodecError as e:
+            log.warning("dledger rpc bad response", code=int(code), error=str(e))
+            return None
+
+
+async def _respond(
+    request: RemotingCommand, answer: Awaitable[PushEntryResponse]
+) -> RemotingCommand | None:
+    response = await answer
+    return request.make_response(200, body=encode_body(response))

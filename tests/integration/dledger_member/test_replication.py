@@ -1,0 +1,203 @@
+"""A 3-member DLedger 0.3.1.2 group on loopback: election, quorum appends, byte identity,
+minority and majority loss, leader failover, divergence truncation, batch push."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketpy.common.aio import wait_until
+from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedgerMember
+from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
+from rocketpy.dledger.commitlog_member.state import Role
+from rocketpy.store.dledger_log.entry import INDEX_UNIT_SIZE
+from tests.helpers.dledger_member import Group
+
+pytestmark = pytest.mark.integration
+
+
+def _body(i: int) -> bytes:
+    # Not a message record: patching is the log's business, tests use plain bodies.
+    return f"message-{i:06d}-".encode() * 3
+
+
+async def _append_many(leader: DLedgerMember, start: int, count: int) -> list[tuple[int, int]]:
+    out = []
+    for i in range(start, start + count):
+        pending = leader.append_nowait(_body(i), patch=False)
+        out.append(pending)
+    results = []
+    async with asyncio.timeout(10):
+        for p in out:
+            resp = await p.future
+            assert resp.code == DLedgerResponseCode.SUCCESS, resp
+            results.append((resp.index, resp.pos))
+    return results
+
+
+def _files(member: DLedgerMember, sub: str) -> bytes:
+    d: Path = member.config.base_dir / sub
+    return b"".join(p.read_bytes() for p in sorted(d.iterdir()) if p.is_file())
+
+
+async def _wait_caught_up(group: Group, end: int) -> None:
+    await wait_until(
+        lambda: all(
+            m.store.ledger_end_index == end and m.store.committed_index == end
+            for m in group.members.values()
+        ),
+        10,
+    )
+
+
+def _assert_identical(group: Group) -> None:
+    ms = list(group.members.values())
+    end = ms[0].store.ledger_end_index
+    pos = ms[0].store.write_pos
+    for m in ms[1:]:
+        assert m.store.ledger_end_index == end
+        assert _files(m, "data")[:pos] == _files(ms[0], "data")[:pos]
+        assert (
+            _files(m, "index")[: (end + 1) * INDEX_UNIT_SIZE]
+            == _files(ms[0], "index")[: (end + 1) * INDEX_UNIT_SIZE]
+        )
+
+
+async def test_elects_and_replicates_byte_identically(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    follower = next(m for m in g.members.values() if m is not leader)
+    committed: list[tuple[int, int]] = []
+    roles: list[tuple[int, Role]] = []
+    follower.add_committed_listener(lambda index, pos: committed.append((index, pos)))
+    follower.add_role_change_handler(lambda term, role: roles.append((term, role)))
+    terms = {m.term for m in g.members.values()}
+    assert len(terms) == 1
+    assert await leader.wait_leader_ready(2)
+    results = await _append_many(leader, 0, 200)
+    assert [r[0] for r in results] == list(range(200))
+    index, pos = await leader.append(b"one more", patch=False)
+    assert index == 200
+    await _wait_caught_up(g, 200)
+    for m in g.members.values():
+        await asyncio.sleep(0)
+        assert m.store.get(200).body == b"one more"
+        assert m.store.get(200).pos == pos
+    await asyncio.sleep(0.05)  # a flush
+    _assert_identical(g)
+    stats = leader.statistics()
+    assert (stats.role, stats.term, stats.leader_id) == ("LEADER", leader.term, stats.self_id)
+    assert (stats.ledger_end_index, stats.committed_index, stats.pending_appends) == (200, 200, 0)
+    await wait_until(lambda: set(leader.statistics().water_marks.values()) == {200}, 5)
+    fstats = follower.statistics()
+    assert (fstats.role, fstats.water_marks, fstats.committed_pos) == (
+        "FOLLOWER", {}, stats.committed_pos,
+    )  # fmt: skip
+    assert fstats.applied_single_pushes >= 1
+    # the follower's committed position moved forward to the end of entry 200, never back
+    assert committed[-1] == (200, follower.store.committed_pos)
+    assert committed == sorted(committed)
+    # handlers see every change the follower went through, terms never going back (on a loaded
+    # machine a stalled loop may cost a heartbeat and an election)
+    assert [t for t, _ in roles] == sorted(t for t, _ in roles)
+    if not roles:
+        assert follower.role is Role.FOLLOWER
+    # currterm and checkpoint exist and agree
+    await wait_until(
+        lambda: all((m.config.base_dir / "checkpoint").exists() for m in g.members.values()), 5
+    )
+    for m in g.members.values():
+        text = (m.config.base_dir / "currterm").read_text()
+        assert f"currTerm={leader.term}" in text
+
+
+async def test_one_follower_down_still_commits_two_down_times_out(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    lid = leader.config.self_id
+    followers = [i for i in g.members if i != lid]
+    await g.stop(followers[0])
+    results = await _append_many(leader, 0, 20)
+    assert results[-1][0] == 19
+    await g.stop(followers[1])
+    with pytest.raises(DLedgerAppendError) as exc:
+        await leader.append(b"no quorum", timeout_s=5, patch=False)
+    assert exc.value.code in (
+        DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT,
+        DLedgerResponseCode.TERM_CHANGED,
+    )
+    assert leader.store.committed_index == 19
+    # the lone leader steps down (no heartbeat quorum for > 3 intervals)
+    await wait_until(lambda: leader.role is not Role.LEADER, 5)
+    # a follower back: a leader again and the uncommitted entry is settled by the new term
+    await g.start(followers[0])
+    new_leader = await g.wait_leader()
+    await new_leader.append(b"after", patch=False)
+    await _wait_caught_up(g, new_leader.store.ledger_end_index)
+
+
+async def test_leader_stop_elects_new_leader_and_old_rejoins(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    await _append_many(leader, 0, 50)
+    old = leader.config.self_id
+    old_term = leader.term
+    await g.stop(old)
+    new_leader = await g.wait_leader()
+    assert new_leader.config.self_id != old
+    assert new_leader.term > old_term
+    # section 3.4: the new leader is ready once the previous term's entries are committed
+    assert await new_leader.wait_leader_ready(5)
+    assert new_leader.store.committed_index == new_leader.store.ledger_end_index == 49
+    # entries committed before are still there, new ones commit with 2 of 3
+    assert new_leader.store.get(49).body == _body(49)
+    await _append_many(new_leader, 50, 10)
+    await g.start(old)
+    await g.wait_leader()
+    await _wait_caught_up(g, 59)
+    assert g.members[old].role is Role.FOLLOWER
+    await asyncio.sleep(0.05)
+    _assert_identical(g)
+
+
+async def test_restart_all_recovers_terms_logs_and_commits(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    await _append_many(leader, 0, 100)
+    await _wait_caught_up(g, 99)
+    term = leader.term
+    for i in list(g.members):
+        await g.stop(i)
+    for i in g.configs:
+        text = (g.configs[i].base_dir / "checkpoint").read_text()
+        assert "committedIndex=99" in text
+        assert "endIndex=99" in text
+    for i in g.configs:
+        m = await g.start(i)
+        assert m.store.ledger_end_index == 99
+        assert m.store.committed_index == 99
+        assert m.term >= term
+    leader = await g.wait_leader()
+    # 0.3.1.2 does not raise the term on start: the member that led term T may lead T again,
+    # re-elected by voters whose persisted vote names it
+    assert leader.term >= term
+    assert await leader.wait_leader_ready(5)
+    await _append_many(leader, 100, 10)
+    await _wait_caught_up(g, 109)
+    await asyncio.sleep(0.05)
+    _assert_identical(g)
+
+
+async def test_shutdown_answers_pending_appends(make_group: Any) -> None:
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    for i in list(g.members):
+        if g.members[i] is not leader:
+            await g.stop(i)
+    pending = leader.append_nowait(b"never acknowledged", patch=False)
+    await g.stop(leader.config.self_id)
+    assert pending.future.done()
+    assert pending.future.result().code == DLedgerResponseCode.INTERNAL_ERROR
