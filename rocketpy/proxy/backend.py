@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rocketpy.client.admin import TopicRoute
+from rocketpy.proxy.pop_backend import PopBackend
 from rocketpy.proxy.route import TopicMessageType
 from rocketpy.proxy.send import OutgoingMessage
 
@@ -38,8 +39,8 @@ class SendOutcome:
     transaction_id: str
 
 
-class MessagingBackend(Protocol):
-    """The brokers as the proxy's RPC handlers see them."""
+class MessagingBackend(PopBackend, Protocol):
+    """The brokers as the proxy's RPC handlers see them (POP: ``rocketpy/proxy/pop_backend.py``)."""
 
     async def start(self) -> None:
         """Get ready (nothing is dialled before the first request)."""

@@ -30,6 +30,7 @@ from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.proxy.backend import SendOutcome
+from rocketpy.proxy.cluster_pop import ClusterPopMixin
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.route import MASTER_ID, TopicMessageType, topic_message_type
@@ -52,8 +53,9 @@ _SEND_STATUS: Final[dict[int, str]] = {
 }
 
 
-class ClusterBackend:
-    """Brokers reached through the NameServers (``proxyMode=cluster``)."""
+class ClusterBackend(ClusterPopMixin):
+    """Brokers reached through the NameServers (``proxyMode=cluster``); POP requests come from
+    :class:`ClusterPopMixin`."""
 
     def __init__(self, config: ProxyConfig) -> None:
         self._config = config
