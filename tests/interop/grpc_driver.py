@@ -8,6 +8,11 @@ Commands:
     produce --endpoint HOST:PORT --topic T --count N [--tag TAG]: a Producer bound to the topic
         sends N NORMAL messages (body ``body-<i>``, key ``key-<i>``, property ``index=<i>``) and
         shuts down; prints each receipt's message id and offset, and each error.
+    consume --endpoint HOST:PORT --topic T --group G --count N [--await-s S] [--invisible-s S]:
+        a SimpleConsumer (await S, batch 32) receives until N messages arrived or 20 receives
+        came back empty, acks each (unless ``--no-ack``), then receives once more; prints what
+        it got (id, body, tag, keys, properties, delivery attempt), the ack errors and the last
+        receive's length.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ import json
 import sys
 import time
 
-from rocketmq import ClientConfiguration, Credentials, Message, Producer
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+)
 
 
 def produce(args: argparse.Namespace) -> dict[str, object]:
@@ -47,6 +59,45 @@ def produce(args: argparse.Namespace) -> dict[str, object]:
     return {"sent": sent, "errors": errors, "seconds": time.monotonic() - started}
 
 
+def consume(args: argparse.Namespace) -> dict[str, object]:
+    """Receive and ack ``args.count`` messages and report them."""
+    config = ClientConfiguration(args.endpoint, Credentials(), request_timeout=5)
+    consumer = SimpleConsumer(
+        config, args.group, {args.topic: FilterExpression("*")}, await_duration=args.await_s
+    )
+    started = time.monotonic()
+    consumer.startup()
+    got: list[dict[str, object]] = []
+    errors: list[str] = []
+    empty_rounds = 0
+    last: int = -1
+    try:
+        while len(got) < args.count and empty_rounds < 20:
+            try:
+                batch = consumer.receive(32, args.invisible_s)
+            except Exception as e:  # noqa: BLE001 - reported to the test
+                errors.append(f"receive {type(e).__name__}: {e}")
+                empty_rounds += 1
+                continue
+            empty_rounds = 0 if batch else empty_rounds + 1
+            for msg in batch:
+                got.append({
+                    "message_id": msg.message_id, "body": msg.body.decode(), "tag": msg.tag,
+                    "keys": list(msg.keys), "properties": dict(msg.properties),
+                    "attempt": msg.delivery_attempt,
+                })  # fmt: skip
+                if args.no_ack:
+                    continue
+                try:
+                    consumer.ack(msg)
+                except Exception as e:  # noqa: BLE001 - reported to the test
+                    errors.append(f"ack {type(e).__name__}: {e}")
+        last = len(consumer.receive(32, args.invisible_s))
+    finally:
+        consumer.shutdown()
+    return {"got": got, "errors": errors, "last": last, "seconds": time.monotonic() - started}
+
+
 def main() -> int:
     """Parse the command line, run the command, print its JSON result."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -56,8 +107,16 @@ def main() -> int:
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--tag", default="TagA")
+    c = sub.add_parser("consume")
+    c.add_argument("--endpoint", required=True)
+    c.add_argument("--topic", required=True)
+    c.add_argument("--group", required=True)
+    c.add_argument("--count", type=int, default=10)
+    c.add_argument("--await-s", type=int, default=5)
+    c.add_argument("--invisible-s", type=int, default=30)
+    c.add_argument("--no-ack", action="store_true")
     args = parser.parse_args()
-    result = produce(args)
+    result = produce(args) if args.command == "produce" else consume(args)
     print(json.dumps(result), flush=True)
     return 0
 

@@ -7,13 +7,17 @@
    send returns a receipt with the client's message id. 5. Our own remoting pull consumer reads
    every message back from the broker with the body, tag, key, user property and ``UNIQ_KEY`` the
    client sent. 6. The proxy logged the client's termination and exits 0 on SIGTERM.
+
+The consumer test (proxy.md section 6 G1, with G12's termination): the Producer sends through
+the proxy, then the real ``SimpleConsumer`` (await 5 s, invisible 30 s, batch 32) receives every
+message exactly once with the body, tag, keys, property and message id sent, acks each, and its
+next receive is empty.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -22,13 +26,13 @@ import pytest
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.pull_api import PullStatus
 from rocketpy.client.pull_consumer import PullConsumer
-from tests.helpers.processes import BIN, Daemon, run_bin, start_broker, start_namesrv
+from tests.helpers.processes import run_bin, start_broker, start_namesrv
+from tests.helpers.proxy import start_proxy
 from tests.interop.install_grpc_client import interop_python
 
 pytestmark = pytest.mark.interop
 
 HERE = Path(__file__).parent
-PROXY_BOOT = re.compile(r"rocketmq-proxy startup successfully, grpc address (\S+):(\d+),")
 COUNT = 200
 TOPIC = "GrpcInteropTopic"
 
@@ -52,18 +56,6 @@ def _driver(*args: str, timeout_s: float = 120.0) -> dict[str, object]:
     assert lines, f"driver printed no result (rc {result.returncode}):\n{result.stderr[-3000:]}"
     parsed: dict[str, object] = json.loads(lines[-1])
     return parsed
-
-
-def start_proxy(tmp: Path, namesrv: str) -> tuple[Daemon, int]:
-    """``bin/mqproxy -n <namesrv> -pc <json>`` on a free loopback port; the daemon and port."""
-    conf = tmp / "rmq-proxy.json"
-    conf.write_text(
-        json.dumps({"grpcServerPort": 0, "bindAddress": "127.0.0.1", "grpcShutdownTimeSeconds": 2}),
-        encoding="utf-8",
-    )
-    daemon = Daemon([str(BIN / "mqproxy"), "-n", namesrv, "-pc", str(conf)], tmp / "logs")
-    match = daemon.wait_for(PROXY_BOOT)
-    return daemon, int(match.group(2))
 
 
 async def _pull_all(namesrv: str, topic: str) -> list[MessageExt]:
@@ -120,6 +112,48 @@ def test_python_grpc_producer_sends_through_mqproxy(tmp_path: Path) -> None:
             assert (msg.tags, msg.keys) == ("TagA", f"key-{i}")
             assert msg.properties["PGROUP"] == TOPIC
         assert len({m.queue_id for m in stored}) == 4  # round robin over the write queues
+        proxy.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
+def test_python_grpc_simple_consumer_receives_and_acks_through_mqproxy(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    proxy = None
+    topic = "GrpcConsumeTopic"
+    try:
+        created = run_bin(
+            ["mqadmin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", topic,
+             "-r", "4", "-w", "4", "-a", "+message.type=NORMAL"],
+            tmp_path,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        endpoint = f"127.0.0.1:{port}"
+        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(COUNT))
+        assert sent["errors"] == []
+        sent_list = sent["sent"]
+        assert isinstance(sent_list, list)
+        ids = {int(s["index"]): str(s["message_id"]) for s in sent_list}
+        result = _driver(
+            "consume", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcConsumeGroup",
+            "--count", str(COUNT), timeout_s=300,
+        )  # fmt: skip
+        assert result["errors"] == []
+        got = result["got"]
+        assert isinstance(got, list)
+        by_index = {int(m["properties"]["index"]): m for m in got}
+        assert len(got) == COUNT  # each once
+        assert sorted(by_index) == list(range(COUNT))
+        for i, msg in by_index.items():
+            assert msg["message_id"] == ids[i]
+            assert msg["body"] == f"body-{i}"
+            assert (msg["tag"], msg["keys"]) == ("TagA", [f"key-{i}"])
+            assert msg["properties"] == {"index": str(i)}
+            assert msg["attempt"] == 1
+        assert result["last"] == 0  # everything acked: the next receive is empty
         proxy.wait_output("client terminated")
     finally:
         codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
