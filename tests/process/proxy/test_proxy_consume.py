@@ -21,6 +21,7 @@ import pytest
 
 from rocketpy.client.pull_api import PullStatus
 from rocketpy.client.pull_consumer import PullConsumer
+from rocketpy.common.fastjson import loads
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.pb import service_pb2 as spb
 from rocketpy.proxy.pb import service_pb2_grpc
@@ -63,11 +64,15 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 def create_topic(env: Env, kind: str = "NORMAL", queues: int = 4) -> str:
+    return create_topic_at(env.namesrv_addr, env.tmp, kind, queues)
+
+
+def create_topic_at(namesrv: str, tmp: Path, kind: str = "NORMAL", queues: int = 4) -> str:
     topic = unique(f"Consume{kind}")
     done = run_bin(
-        ["mqadmin", "updateTopic", "-n", env.namesrv_addr, "-c", "DefaultCluster", "-t", topic,
+        ["mqadmin", "updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic,
          "-r", str(queues), "-w", str(queues), "-a", f"+message.type={kind}"],
-        env.tmp,
+        tmp,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return topic
@@ -369,3 +374,66 @@ async def test_dead_letter_after_max_attempts(
         assert (await consumer.receive(invisible_s=10, poll_s=5)).messages == []
     assert await _dlq_messages(env.namesrv_addr, consumer.group) == [msg_id]
     env.proxy.wait_output("message forwarded to the DLQ")
+
+
+def _group_offset(store: Path, topic: str, group: str) -> int:
+    """The group's committed offsets of ``topic`` on disk, summed over its queues."""
+    path = store / "config" / "consumerOffset.json"
+    if not path.exists():
+        return 0
+    entry = loads(path.read_bytes())["offsetTable"].get(f"{topic}@{group}") or {}
+    return sum(int(v) for v in entry.values())
+
+
+async def test_broker_sigkill_behind_the_proxy_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """1. Own namesrv + broker + mqproxy (routes refreshed every second: the restarted broker
+    listens on a new port). 2. Send 10 through the proxy, receive all (invisible 10 s), ack
+    indexes 0-4. 3. Once the pop offsets are on disk, SIGKILL the broker and start it again on
+    its store. Expected: exactly the un-acked 5-9 come back through the proxy, with
+    delivery_attempt 2; their new handles ack; nothing comes back after that."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    store = tmp_path / "kill-store"
+    daemons: list[Daemon] = [namesrv]
+    try:
+        broker, _ = start_broker(tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k1")
+        daemons.append(broker)
+        proxy, port = start_proxy(tmp_path, ns_addr, {"topicRouteServiceCacheRefreshSeconds": 1})
+        daemons.append(proxy)
+        topic = create_topic_at(ns_addr, tmp_path, queues=2)
+        async with proxy_channel(port) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            consumer = GrpcConsumer(stub, "killer@1@0@x", unique("cg_kill"), topic)
+            await consumer.open()
+            try:
+                ids = await send(stub, topic, range(10))
+                got = await consumer.receive_until(10, invisible_s=10)
+                by_id = {m.system_properties.message_id: m for m in got}
+                assert sorted(by_id) == ids
+                acked = await consumer.ack_messages([by_id[i] for i in ids[:5]])
+                assert acked.status.code == pb.Code.OK
+                async with asyncio.timeout(10):
+                    while _group_offset(store, topic, consumer.group) != 10:
+                        await asyncio.sleep(0.05)
+                broker.proc.kill()
+                broker.stop()
+                daemons.remove(broker)
+                broker, _ = start_broker(
+                    tmp_path, ns_addr, store=store, extra=BROKER_EXTRA, tag="k2"
+                )
+                daemons.insert(1, broker)
+                back: list[pb.Message] = []
+                async with asyncio.timeout(60):
+                    while len(back) < 5:
+                        back += (await consumer.receive(invisible_s=30, poll_s=5)).messages
+                assert sorted(m.system_properties.message_id for m in back) == ids[5:]
+                assert {m.system_properties.delivery_attempt for m in back} == {2}
+                assert (await consumer.ack_messages(back)).status.code == pb.Code.OK
+                started = time.monotonic()
+                while time.monotonic() - started < 13:
+                    late = await consumer.receive(invisible_s=10, poll_s=5)
+                    assert late.messages == []
+            finally:
+                await consumer.close()
+    finally:
+        codes = [d.stop() for d in reversed(daemons)]
+    assert codes == [0] * len(codes), daemons[-1].tail(3000)
