@@ -34,6 +34,11 @@ pytestmark = pytest.mark.process
 BROKER_EXTRA = "reviveInterval=100\nflushConsumerOffsetInterval=100\nautoCreateTopicEnable=false\n"
 PRODUCER_META = (("x-mq-client-id", "producer@1@0@abc"), ("x-mq-language", "PYTHON"))
 TIMEOUT_S = 10.0
+#: Auto renew in seconds instead of minutes: an ``auto_renew`` receive is invisible for 4 s, and
+#: handles within 3 s of expiry are renewed (to 1 min) every 0.5 s.
+RENEW_FAST = {
+    "renewSliceTimeMillis": 4000, "renewAheadTimeMillis": 3000, "renewSchedulePeriodMillis": 500,
+}  # fmt: skip
 
 
 @dataclass
@@ -55,7 +60,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     try:
         broker, _ = start_broker(tmp, ns_addr, extra=BROKER_EXTRA)
         daemons.append(broker)
-        proxy, port = start_proxy(tmp, ns_addr)
+        proxy, port = start_proxy(tmp, ns_addr, RENEW_FAST)
         daemons.append(proxy)
         yield Env(tmp, ns_addr, broker, proxy, port)
     finally:
@@ -307,6 +312,63 @@ async def test_fifo_group_pops_in_order_and_blocks_until_acked(
         if len(seen) == len(ids):
             break
     assert seen == ids
+
+
+async def test_auto_renew_keeps_a_message_invisible_and_acks_with_the_latest_handle(
+    env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
+) -> None:
+    """``auto_renew``: the proxy pops for renewSliceTimeMillis (4 s) and renews before expiry,
+    so the message stays away well past 4 s; an ack with the handle the client got succeeds
+    (the proxy substitutes the renewed one) and the message never comes back."""
+    topic = create_topic(env)
+    consumer = await consumer_for(stub, opened, topic)
+    [msg_id] = await send(stub, topic, range(1))
+    got: list[pb.Message] = []
+    for _ in range(5):
+        got += (await consumer.receive(auto_renew=True)).messages
+        if got:
+            break
+    [msg] = got
+    assert handle_fields(msg)[2] == "4000"
+    started = time.monotonic()
+    while time.monotonic() - started < 11:
+        assert (await consumer.receive(invisible_s=10, poll_s=5)).messages == []
+    acked = await consumer.ack((msg_id, msg.system_properties.receipt_handle))
+    assert acked.status.code == pb.Code.OK, acked.status.message
+    assert acked.entries[0].receipt_handle != msg.system_properties.receipt_handle
+    assert (await consumer.receive(invisible_s=10, poll_s=7)).messages == []
+
+
+async def test_terminated_client_releases_its_renewed_messages(
+    env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
+) -> None:
+    """A client that received with ``auto_renew`` and then terminates gives its messages back
+    (visible again after 1 s): another client of the group gets them with attempt 2."""
+    topic = create_topic(env)
+    first = await consumer_for(stub, opened, topic)
+    [msg_id] = await send(stub, topic, range(1))
+    got: list[pb.Message] = []
+    for _ in range(5):
+        got += (await first.receive(auto_renew=True)).messages
+        if got:
+            break
+    assert [m.system_properties.message_id for m in got] == [msg_id]
+    bye = await stub.NotifyClientTermination(
+        spb.NotifyClientTerminationRequest(group=pb.Resource(name=first.group)),
+        metadata=first.meta, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert bye.status.code == pb.Code.OK
+    second = GrpcConsumer(stub, unique("client@2@0"), first.group, topic)
+    await second.open()
+    opened.append(second)
+    back: list[pb.Message] = []
+    started = time.monotonic()
+    while not back and time.monotonic() - started < 10:
+        back = (await second.receive(invisible_s=30, poll_s=5)).messages
+    assert [m.system_properties.message_id for m in back] == [msg_id]
+    assert time.monotonic() - started < 8  # not the 4 s slice plus renewals: released at once
+    assert back[0].system_properties.delivery_attempt == 2
+    assert (await second.ack_messages(back)).status.code == pb.Code.OK
 
 
 async def _dlq_messages(namesrv: str, group: str) -> list[str]:
