@@ -13,6 +13,10 @@ Commands:
         came back empty, acks each (unless ``--no-ack``), then receives once more; prints what
         it got (id, body, tag, keys, properties, delivery attempt), the ack errors and the last
         receive's length.
+    push --endpoint HOST:PORT --topic T --group G --count N [--fail-every K] [--seconds S]:
+        a PushConsumer whose listener fails the first delivery of every K-th index and succeeds
+        otherwise, until every index succeeded or S seconds passed; prints each consumption
+        (index, delivery attempt, result).
 """
 
 from __future__ import annotations
@@ -20,14 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 
 from rocketmq import (
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
 )
 
@@ -98,6 +106,45 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
     return {"got": got, "errors": errors, "last": last, "seconds": time.monotonic() - started}
 
 
+class _Listener(MessageListener):
+    """Fails the first delivery of every ``fail_every``-th index."""
+
+    def __init__(self, count: int, fail_every: int) -> None:
+        self.count = count
+        self.fail_every = fail_every
+        self.lock = threading.Lock()
+        self.seen: list[dict[str, object]] = []
+        self.ok: set[int] = set()
+        self.done = threading.Event()
+
+    def consume(self, message: Message) -> ConsumeResult:
+        index = int(message.properties["index"])
+        fail = index % self.fail_every == 0 and message.delivery_attempt == 1
+        with self.lock:
+            self.seen.append({"index": index, "attempt": message.delivery_attempt, "ok": not fail})
+            if not fail:
+                self.ok.add(index)
+                if len(self.ok) >= self.count:
+                    self.done.set()
+        return ConsumeResult.FAILURE if fail else ConsumeResult.SUCCESS
+
+
+def push(args: argparse.Namespace) -> dict[str, object]:
+    """Consume with a PushConsumer until every index succeeded (or the time ran out)."""
+    config = ClientConfiguration(args.endpoint, Credentials(), request_timeout=5)
+    listener = _Listener(args.count, args.fail_every)
+    consumer = PushConsumer(config, args.group, listener, {args.topic: FilterExpression("*")})
+    started = time.monotonic()
+    consumer.startup()
+    try:
+        listener.done.wait(args.seconds)
+    finally:
+        consumer.shutdown()
+    with listener.lock:
+        seen = list(listener.seen)
+    return {"seen": seen, "seconds": time.monotonic() - started}
+
+
 def main() -> int:
     """Parse the command line, run the command, print its JSON result."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -115,8 +162,16 @@ def main() -> int:
     c.add_argument("--await-s", type=int, default=5)
     c.add_argument("--invisible-s", type=int, default=30)
     c.add_argument("--no-ack", action="store_true")
+    q = sub.add_parser("push")
+    q.add_argument("--endpoint", required=True)
+    q.add_argument("--topic", required=True)
+    q.add_argument("--group", required=True)
+    q.add_argument("--count", type=int, default=10)
+    q.add_argument("--fail-every", type=int, default=10)
+    q.add_argument("--seconds", type=float, default=60)
     args = parser.parse_args()
-    result = produce(args) if args.command == "produce" else consume(args)
+    commands = {"produce": produce, "consume": consume, "push": push}
+    result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0
 

@@ -12,6 +12,11 @@ The consumer test (proxy.md section 6 G1, with G12's termination): the Producer 
 the proxy, then the real ``SimpleConsumer`` (await 5 s, invisible 30 s, batch 32) receives every
 message exactly once with the body, tag, keys, property and message id sent, acks each, and its
 next receive is empty.
+
+The PushConsumer test (proxy.md section 6 G8 in part): QueryAssignment, ReceiveMessage with
+``auto_renew``, AckMessage for a success and ChangeInvisibleDuration (the client's back-off) for
+a failure: every message is consumed successfully exactly once, each failed one again with
+delivery attempt 2.
 """
 
 from __future__ import annotations
@@ -155,6 +160,40 @@ def test_python_grpc_simple_consumer_receives_and_acks_through_mqproxy(tmp_path:
             assert msg["attempt"] == 1
         assert result["last"] == 0  # everything acked: the next receive is empty
         proxy.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
+def test_python_grpc_push_consumer_retries_a_failure_through_mqproxy(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    proxy = None
+    topic, count = "GrpcPushTopic", 100
+    try:
+        created = run_bin(
+            ["mqadmin", "updateTopic", "-n", ns_addr, "-c", "DefaultCluster", "-t", topic,
+             "-r", "4", "-w", "4", "-a", "+message.type=NORMAL"],
+            tmp_path,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        endpoint = f"127.0.0.1:{port}"
+        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(count))
+        assert sent["errors"] == []
+        result = _driver(
+            "push", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcPushGroup",
+            "--count", str(count), "--fail-every", "10", "--seconds", "90", timeout_s=300,
+        )  # fmt: skip
+        seen = result["seen"]
+        assert isinstance(seen, list)
+        ok = sorted(int(s["index"]) for s in seen if s["ok"])
+        assert ok == list(range(count))  # each consumed successfully exactly once
+        failed = sorted(int(s["index"]) for s in seen if not s["ok"])
+        assert failed == list(range(0, count, 10))
+        retried = {int(s["index"]): int(s["attempt"]) for s in seen if s["ok"]}
+        assert {retried[i] for i in failed} == {2}
+        assert {retried[i] for i in set(ok) - set(failed)} == {1}
     finally:
         codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
