@@ -17,6 +17,7 @@ gRPC objects (``rocketpy/proxy/grpc_server.py`` writes the stream) or import the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import Awaitable, Callable
@@ -63,8 +64,11 @@ INIT_MODE_MAX: Final = 1  # ConsumeInitMode.MAX
 ILLEGAL_POLLING_TIME_CLIENT_VERSION: Final = "5.0.3"
 #: ``ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME``: unwritten messages come back soon.
 NACK_INVISIBLE_TIME_MS: Final = 1000
-#: ``MixAll.DEFAULT_MAX_RECONSUME_TIMES`` is not used: the DLQ send asks for the DLQ outright.
+#: The DLQ send asks for the DLQ outright (``delayLevel`` -1).
 DLQ_DELAY_LEVEL: Final = -1
+#: How long a ReceiveMessage waits for Settings still in flight on the Telemetry stream.
+SETTINGS_WAIT_S: Final = 1.0
+SETTINGS_POLL_S: Final = 0.01
 
 
 @dataclass(slots=True)
@@ -193,14 +197,31 @@ class ConsumerActivity:
         name = names[next(self._turn) % len(names)]
         return name, await self._master(topic, name)
 
-    def _settings(self, call: CallContext) -> pb.Settings:
-        state = self.clients.get(call.client_id)
-        if state is None:
-            raise ProxyError(
-                pb.Code.UNRECOGNIZED_CLIENT_TYPE,
-                f"cannot find client settings for this client, clientId: {call.client_id}",
-            )
-        return state.settings
+    async def _settings(self, call: CallContext) -> tuple[pb.Settings, CallContext]:
+        """The client's Settings, and ``call`` with the time spent waiting for them taken off
+        its deadline. The 5.x clients write their Settings on the Telemetry stream and return
+        from ``startup()`` without waiting for the answer, so a first ReceiveMessage can
+        overtake them: wait up to :data:`SETTINGS_WAIT_S` (half the deadline at most).
+
+        Raises:
+            ProxyError: UNRECOGNIZED_CLIENT_TYPE when no Settings came.
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        budget = SETTINGS_WAIT_S
+        if call.time_remaining_s is not None:
+            budget = min(budget, call.time_remaining_s / 2)
+        while (state := self.clients.get(call.client_id)) is None:
+            if loop.time() - started >= budget:
+                raise ProxyError(
+                    pb.Code.UNRECOGNIZED_CLIENT_TYPE,
+                    f"cannot find client settings for this client, clientId: {call.client_id}",
+                )
+            await asyncio.sleep(SETTINGS_POLL_S)
+        waited = loop.time() - started
+        if waited > 0 and call.time_remaining_s is not None:
+            call = dataclasses.replace(call, time_remaining_s=call.time_remaining_s - waited)
+        return state.settings, call
 
     def _polling_ms(
         self, req: spb.ReceiveMessageRequest, settings: pb.Settings, call: CallContext
@@ -263,7 +284,7 @@ class ConsumerActivity:
         Raises:
             ProxyError: any refusal before or during the pop (the stream carries its status).
         """
-        settings = self._settings(call)
+        settings, call = await self._settings(call)
         polling_ms = self._polling_ms(req, settings, call)
         topic, group = req.message_queue.topic.name, req.group.name
         validate_topic(topic)

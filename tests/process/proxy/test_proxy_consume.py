@@ -272,6 +272,23 @@ async def test_refusals(
     assert unknown[0].status.code == pb.Code.UNRECOGNIZED_CLIENT_TYPE
 
 
+async def test_receive_waits_for_settings_still_in_flight(
+    env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
+) -> None:
+    """The 5.x clients do not wait for the Settings answer before their first receive: a
+    ReceiveMessage that overtakes the Settings by a moment is served, not refused."""
+    topic = create_topic(env)
+    consumer = GrpcConsumer(stub, unique("client@3@0"), unique("cg"), topic)
+    [msg_id] = await send(stub, topic, range(1))
+    receiving = asyncio.create_task(consumer.receive(poll_s=5))
+    await asyncio.sleep(0.3)
+    await consumer.open()
+    opened.append(consumer)
+    receipt = await asyncio.wait_for(receiving, 15)
+    assert receipt.status.code == pb.Code.OK, receipt.status
+    assert [m.system_properties.message_id for m in receipt.messages] == [msg_id]
+
+
 async def test_long_polling_is_woken_by_a_send(
     env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
 ) -> None:
