@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rocketpy.client.admin import TopicRoute
+from rocketpy.proxy.pop_backend import PopBackend
 from rocketpy.proxy.route import TopicMessageType
 from rocketpy.proxy.send import OutgoingMessage
 from rocketpy.proxy.transaction import TransactionCheck
@@ -55,8 +56,8 @@ class SendOutcome:
     transaction_id: str
 
 
-class MessagingBackend(Protocol):
-    """The brokers as the proxy's RPC handlers see them."""
+class MessagingBackend(PopBackend, Protocol):
+    """The brokers as the proxy's RPC handlers see them (POP: ``rocketpy/proxy/pop_backend.py``)."""
 
     #: Told of every CHECK_TRANSACTION_STATE a broker sends this proxy (set by the activity).
     on_transaction_check: Callable[[TransactionCheck], None] | None

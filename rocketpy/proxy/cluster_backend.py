@@ -36,6 +36,7 @@ from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.proxy.backend import GroupSettings, SendOutcome
+from rocketpy.proxy.cluster_pop import ClusterPopMixin
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.route import MASTER_ID, TopicMessageType, topic_message_type
@@ -69,8 +70,9 @@ _SEND_STATUS: Final[dict[int, str]] = {
 }
 
 
-class ClusterBackend:
-    """Brokers reached through the NameServers.
+class ClusterBackend(ClusterPopMixin):
+    """Brokers reached through the NameServers; POP requests come from :class:`ClusterPopMixin`
+    (on the same transport, so they reach a Local-mode broker in-process too).
 
     Args:
         config: the proxy's settings.

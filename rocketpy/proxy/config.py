@@ -77,6 +77,20 @@ class ProxyConfig(RocketSettings):
     #: Budget of one request to a NameServer or broker (rocketpy's; upstream uses the client's
     #: deadline minus a reserve).
     proxy_request_timeout_ms: int = Field(3000, alias="proxyRequestTimeoutMillis", ge=10)
+    # -- consumption (ReceiveMessage, Ack, ChangeInvisibleDuration; rocketpy/proxy/consume.py) --
+    grpc_client_consumer_min_long_polling_timeout_ms: int = Field(
+        5000, alias="grpcClientConsumerMinLongPollingTimeoutMillis", ge=0
+    )
+    grpc_client_consumer_max_long_polling_timeout_ms: int = Field(
+        20_000, alias="grpcClientConsumerMaxLongPollingTimeoutMillis", ge=0
+    )
+    min_invisible_time_ms_for_recv: int = Field(10_000, alias="minInvisibleTimeMillsForRecv", ge=0)
+    max_invisible_time_ms: int = Field(12 * 3600 * 1000, alias="maxInvisibleTimeMills", ge=0)
+    enable_proxy_auto_renew: bool = Field(True, alias="enableProxyAutoRenew")
+    renew_slice_time_ms: int = Field(60_000, alias="renewSliceTimeMillis", ge=1000)
+    renew_ahead_time_ms: int = Field(10_000, alias="renewAheadTimeMillis", ge=0)
+    renew_max_time_ms: int = Field(3 * 3600 * 1000, alias="renewMaxTimeMillis", ge=0)
+    renew_schedule_period_ms: int = Field(5000, alias="renewSchedulePeriodMillis", ge=100)
 
 
 def json_to_properties(text: str, source: str = "rmq-proxy.json") -> str:

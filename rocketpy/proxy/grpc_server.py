@@ -23,6 +23,8 @@ from google.protobuf.message import Message
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.proxy.backend import MessagingBackend
 from rocketpy.proxy.config import ProxyConfig
+from rocketpy.proxy.consume import ConsumerActivity
+from rocketpy.proxy.consume_stream import receive_stream
 from rocketpy.proxy.messaging import CallContext, MessagingActivity
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.pb import service_pb2 as spb
@@ -92,6 +94,7 @@ class ProxyService:
         self.backend = backend
         self.port = 0
         self.activity: MessagingActivity | None = None
+        self.consumer: ConsumerActivity | None = None
         self._server: grpc.aio.Server | None = None
         self._stop = asyncio.Event()
         self._tasks = TaskSet("proxy")
@@ -124,6 +127,12 @@ class ProxyService:
             ),
             name="proxy/producer-heartbeat",
         )  # fmt: skip
+        if self.consumer is not None:
+            renew_s = self.config.renew_schedule_period_ms / 1000
+            self._tasks.spawn(
+                periodic(renew_s, self.consumer.renew_due, stop=self._stop, name="proxy/renew"),
+                name="proxy/renew",
+            )
         log.info("grpc server start successfully", address=self.address)
 
     async def _serve(self) -> None:
@@ -140,7 +149,8 @@ class ProxyService:
         if self.port == 0:
             raise OSError(f"cannot bind the gRPC port {address}")
         self.activity = MessagingActivity(self.config, self.backend, self.port)
-        server.add_generic_rpc_handlers((self._handlers(self.activity),))
+        self.consumer = ConsumerActivity.create(self.config, self.backend, self.activity.clients)
+        server.add_generic_rpc_handlers((self._handlers(self.activity, self.consumer),))
         await server.start()
         self._server = server
 
@@ -148,6 +158,8 @@ class ProxyService:
         if self.activity is not None:
             for client_id in self.activity.expire_clients():
                 log.info("client expired", client_id=client_id)
+                if self.consumer is not None:
+                    await self.consumer.release_client(client_id)
 
     async def _producer_heartbeat(self) -> None:
         if self.activity is not None:
@@ -161,16 +173,21 @@ class ProxyService:
             await server.stop(self.config.grpc_shutdown_time_s)
             log.info("grpc server stopped")
         await self._tasks.cancel_all()
+        if self.consumer is not None:
+            await self.consumer.stop()
         await self.backend.stop()
 
-    def _handlers(self, activity: MessagingActivity) -> grpc.GenericRpcHandler:
+    def _handlers(
+        self, activity: MessagingActivity, consumer: ConsumerActivity
+    ) -> grpc.GenericRpcHandler:
         implemented: dict[str, Unary] = {
             "QueryRoute": activity.query_route,
             "Heartbeat": activity.heartbeat,
             "SendMessage": activity.send_message,
             "QueryAssignment": activity.query_assignment,
-            "NotifyClientTermination": activity.notify_client_termination,
+            "NotifyClientTermination": consumer.on_termination(activity.notify_client_termination),
             "EndTransaction": activity.end_transaction,
+            **consumer.unary_rpcs(),
         }
         table: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE.methods:
@@ -180,6 +197,10 @@ class ProxyService:
             if name == "Telemetry":
                 table[name] = grpc.stream_stream_rpc_method_handler(
                     self._telemetry, deserialize, serialize
+                )
+            elif name == "ReceiveMessage":
+                table[name] = grpc.unary_stream_rpc_method_handler(
+                    receive_stream(consumer, call_context), deserialize, serialize
                 )
             elif method.server_streaming:
                 table[name] = grpc.unary_stream_rpc_method_handler(

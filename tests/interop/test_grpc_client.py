@@ -10,6 +10,16 @@ Producer through ``mqproxy`` (Cluster mode):
    every message back from the broker with the body, tag, key, user property and ``UNIQ_KEY`` the
    client sent. 6. The proxy logged the client's termination and exits 0 on SIGTERM.
 
+The consumer test (proxy.md section 6 G1, with G12's termination): the Producer sends through
+the proxy, then the real ``SimpleConsumer`` (await 5 s, invisible 30 s, batch 32) receives every
+message exactly once with the body, tag, keys, property and message id sent, acks each, and its
+next receive is empty.
+
+The PushConsumer test (proxy.md section 6 G8 in part): QueryAssignment, ReceiveMessage with
+``auto_renew``, AckMessage for a success and ChangeInvisibleDuration (the client's back-off) for
+a failure: every message is consumed successfully exactly once, each failed one again with
+delivery attempt 2.
+
 TransactionProducer through ``mqproxy`` (the broker checks half messages back after 1 s): 3
 committed, 3 rolled back and 2 left open; the proxy relays the broker's check of each open one
 over Telemetry, the client's checker answers COMMIT (SOURCE_SERVER_CHECK); the topic then holds
@@ -22,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -32,14 +41,14 @@ import pytest
 from rocketpy.client.message import MessageExt, MessageQueue
 from rocketpy.client.pull_api import PullStatus
 from rocketpy.client.pull_consumer import PullConsumer
-from tests.helpers.processes import BIN, Daemon, run_bin, start_broker, start_namesrv
+from tests.helpers.processes import run_bin, start_broker, start_namesrv
+from tests.helpers.proxy import start_proxy
 from tests.interop.install_grpc_client import interop_python
 from tests.process.proxy.test_local_mode import LOCAL_BOOT, write_proxy_conf
 
 pytestmark = pytest.mark.interop
 
 HERE = Path(__file__).parent
-PROXY_BOOT = re.compile(r"rocketmq-proxy startup successfully, grpc address (\S+):(\d+),")
 COUNT = 200
 TOPIC = "GrpcInteropTopic"
 
@@ -63,18 +72,6 @@ def _driver(*args: str, timeout_s: float = 120.0) -> dict[str, object]:
     assert lines, f"driver printed no result (rc {result.returncode}):\n{result.stderr[-3000:]}"
     parsed: dict[str, object] = json.loads(lines[-1])
     return parsed
-
-
-def start_proxy(tmp: Path, namesrv: str) -> tuple[Daemon, int]:
-    """``bin/mqproxy -n <namesrv> -pc <json>`` on a free loopback port; the daemon and port."""
-    conf = tmp / "rmq-proxy.json"
-    conf.write_text(
-        json.dumps({"grpcServerPort": 0, "bindAddress": "127.0.0.1", "grpcShutdownTimeSeconds": 2}),
-        encoding="utf-8",
-    )
-    daemon = Daemon([str(BIN / "mqproxy"), "-n", namesrv, "-pc", str(conf)], tmp / "logs")
-    match = daemon.wait_for(PROXY_BOOT)
-    return daemon, int(match.group(2))
 
 
 async def _pull_all(namesrv: str, topic: str) -> list[MessageExt]:
@@ -182,6 +179,43 @@ def test_python_transaction_producer_commits_and_is_checked_back_through_mqproxy
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
 
 
+def test_python_grpc_simple_consumer_receives_and_acks_through_mqproxy(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    proxy = None
+    topic = "GrpcConsumeTopic"
+    try:
+        _create_topic(tmp_path, ns_addr, topic, "NORMAL")
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        endpoint = f"127.0.0.1:{port}"
+        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(COUNT))
+        assert sent["errors"] == []
+        sent_list = sent["sent"]
+        assert isinstance(sent_list, list)
+        ids = {int(s["index"]): str(s["message_id"]) for s in sent_list}
+        result = _driver(
+            "consume", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcConsumeGroup",
+            "--count", str(COUNT), timeout_s=300,
+        )  # fmt: skip
+        assert result["errors"] == []
+        got = result["got"]
+        assert isinstance(got, list)
+        by_index = {int(m["properties"]["index"]): m for m in got}
+        assert len(got) == COUNT  # each once
+        assert sorted(by_index) == list(range(COUNT))
+        for i, msg in by_index.items():
+            assert msg["message_id"] == ids[i]
+            assert msg["body"] == f"body-{i}"
+            assert (msg["tag"], msg["keys"]) == ("TagA", [f"key-{i}"])
+            assert msg["properties"] == {"index": str(i)}
+            assert msg["attempt"] == 1
+        assert result["last"] == 0  # everything acked: the next receive is empty
+        proxy.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
 def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
     namesrv, ns_addr = start_namesrv(tmp_path)
     broker = None
@@ -196,3 +230,32 @@ def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
     finally:
         codes = [d.stop() for d in (broker, namesrv) if d is not None]
     assert codes == [0] * len(codes), broker.tail(3000) if broker else ""
+
+
+def test_python_grpc_push_consumer_retries_a_failure_through_mqproxy(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    proxy = None
+    topic, count = "GrpcPushTopic", 100
+    try:
+        _create_topic(tmp_path, ns_addr, topic, "NORMAL")
+        proxy, port = start_proxy(tmp_path, ns_addr)
+        endpoint = f"127.0.0.1:{port}"
+        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(count))
+        assert sent["errors"] == []
+        result = _driver(
+            "push", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcPushGroup",
+            "--count", str(count), "--fail-every", "10", "--seconds", "90", timeout_s=300,
+        )  # fmt: skip
+        seen = result["seen"]
+        assert isinstance(seen, list)
+        ok = sorted(int(s["index"]) for s in seen if s["ok"])
+        assert ok == list(range(count))  # each consumed successfully exactly once
+        failed = sorted(int(s["index"]) for s in seen if not s["ok"])
+        assert failed == list(range(0, count, 10))
+        retried = {int(s["index"]): int(s["attempt"]) for s in seen if s["ok"]}
+        assert {retried[i] for i in failed} == {2}
+        assert {retried[i] for i in set(ok) - set(failed)} == {1}
+    finally:
+        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""

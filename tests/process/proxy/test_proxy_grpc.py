@@ -271,11 +271,11 @@ async def test_query_assignment_one_broker_wide_queue(
 async def test_unimplemented_rpcs_answer_not_implemented_in_their_status(
     stub: service_pb2_grpc.MessagingServiceStub,
 ) -> None:
-    ack = await stub.AckMessage(spb.AckMessageRequest(), metadata=META, timeout=TIMEOUT_S)
-    assert ack.status.code == pb.Code.NOT_IMPLEMENTED
+    offset = await stub.UpdateOffset(spb.UpdateOffsetRequest(), metadata=META, timeout=TIMEOUT_S)
+    assert offset.status.code == pb.Code.NOT_IMPLEMENTED
     recall = await stub.RecallMessage(spb.RecallMessageRequest(), metadata=META, timeout=TIMEOUT_S)
     assert recall.status.code == pb.Code.NOT_IMPLEMENTED
-    stream = stub.ReceiveMessage(spb.ReceiveMessageRequest(), metadata=META, timeout=TIMEOUT_S)
+    stream = stub.PullMessage(spb.PullMessageRequest(), metadata=META, timeout=TIMEOUT_S)
     replies = [r async for r in stream]
     assert [r.status.code for r in replies] == [pb.Code.NOT_IMPLEMENTED]
     assert await stream.code() == grpc.StatusCode.OK
