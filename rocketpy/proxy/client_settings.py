@@ -54,24 +54,26 @@ def producer_settings(settings: pb.Settings, config: ProxyConfig) -> pb.Settings
 
 
 def consumer_settings(settings: pb.Settings, group: GroupSettings | None = None) -> pb.Settings:
-    """``updateClientSettings`` for a consumer: its group's ``SubscriptionGroupConfig`` (FIFO
-    = ``consumeMessageOrderly``, attempts = ``retryMaxTimes + 1``; the defaults without one)
-    under the client's own settings (``createDefaultConsumerSettingsBuilder().mergeFrom``)."""
+    """``updateClientSettings`` for a consumer: the defaults under the client's own settings
+    (``createDefaultConsumerSettingsBuilder().mergeFrom``), then its group's
+    ``SubscriptionGroupConfig`` over them (``mergeSubscriptionData``: FIFO =
+    ``consumeMessageOrderly``, attempts = ``retryMaxTimes + 1``, whatever the client sent; the
+    defaults without one)."""
     group = group or GroupSettings()
     merged = pb.Settings(
         subscription=pb.Subscription(
             receive_batch_size=CONSUMER_BATCH_SIZE,
             long_polling_timeout=_duration_ms(CONSUMER_LONG_POLLING_MS),
-            fifo=group.consume_message_orderly,
         ),
         backoff_policy=pb.RetryPolicy(
-            max_attempts=group.retry_max_times + 1,
             customized_backoff=pb.CustomizedBackoff(
                 next=[_duration_ms(ms) for ms in DEFAULT_CUSTOMIZED_BACKOFF_MS]
             ),
         ),
     )
     merged.MergeFrom(settings)
+    merged.subscription.fifo = group.consume_message_orderly
+    merged.backoff_policy.max_attempts = group.retry_max_times + 1
     return merged
 
 

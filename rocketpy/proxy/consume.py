@@ -4,14 +4,15 @@ Owns: :class:`ConsumerActivity`, mirroring upstream's ``ReceiveMessageActivity``
 ``long_polling_timeout`` or the deadline, clamped to ``grpcClientConsumer{Min,Max}LongPolling
 TimeoutMillis`` and cut to the deadline, else ILLEGAL_POLLING_TIME; invisible time within
 ``minInvisibleTimeMillsForRecv``-``maxInvisibleTimeMills`` unless auto renew; the master of the
-requested broker name, broker-wide pop), ``ConsumerProcessor.popMessage`` with
-``PopMessageResultFilterImpl`` (a tag mismatch is acked and dropped, ``reconsumeTimes >=
-maxAttempts`` goes to ``%DLQ%<group>`` and is dropped), ``ReceiveMessageResponseStreamWriter``'s
-statuses, ``AckMessageActivity`` (per-entry status; one common code or MULTIPLE_RESULTS),
+requested broker name, broker-wide pop, orderly for a ``consumeMessageOrderly`` group),
+``ConsumerProcessor.popMessage`` with ``PopMessageResultFilterImpl`` (a tag mismatch is acked and
+dropped, ``reconsumeTimes >= maxAttempts``, the group's ``retryMaxTimes + 1``, goes to
+``%DLQ%<group>`` and is dropped), ``ReceiveMessageResponseStreamWriter``'s statuses,
+``AckMessageActivity`` (per-entry status; one common code or MULTIPLE_RESULTS),
 ``ChangeInvisibleDurationActivity`` and ``ForwardMessageToDLQActivity`` +
 ``ProducerProcessor.forwardMessageToDeadLetterQueue`` (CONSUMER_SEND_MSG_BACK with delay level -1,
-then ack); proxy.md section 2. Auto renew lives in ``rocketpy/proxy/renew.py``. Must not: touch
-gRPC objects (``rocketpy/proxy/grpc_server.py`` writes the stream) or import the broker.
+then ack); proxy.md section 2. Auto renew lives in ``rocketpy/proxy/renew.py``. Must not: touch gRPC
+objects (``rocketpy/proxy/grpc_server.py`` writes the stream) or import the broker.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class ConsumerActivity:
     Args:
         config: the proxy's settings.
         backend: the brokers.
-        clients: the Settings each client sent (subscription, fifo, max attempts).
+        clients: the Settings each client sent (request timeout, subscription); FIFO and max
+            attempts are the group's config (``MessagingBackend.subscription_group``).
         renew: the auto-renew table (``DefaultReceiptHandleManager``).
     """
 
@@ -294,6 +296,9 @@ class ConsumerActivity:
         sql = expression.type == pb.FilterType.SQL
         tags = None if sql else subscription_tags(expression.expression)
         broker_name, addr = await self._read_master(topic, req.message_queue.broker.name)
+        # getClientSettings merges the group's current config (352) into the client's on every
+        # receive: FIFO = consumeMessageOrderly, max attempts = retryMaxTimes + 1.
+        group_config = await self.backend.subscription_group(group)
         header = PopMessageRequestHeader(
             consumer_group=group,
             topic=topic,
@@ -305,7 +310,7 @@ class ConsumerActivity:
             init_mode=INIT_MODE_MAX,
             exp_type="SQL92" if sql else "TAG",
             exp=expression.expression.strip() or "*",
-            order=settings.subscription.fifo,
+            order=group_config.consume_message_orderly,
             attempt_id=req.attempt_id if req.HasField("attempt_id") else None,
         )
         if call.time_remaining_s is not None:
@@ -317,7 +322,7 @@ class ConsumerActivity:
             return Received(status(pb.Code.TOO_MANY_REQUESTS, "polling full"))
         if outcome.status != PopStatus.FOUND:
             return Received(status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))
-        max_attempts = settings.backoff_policy.max_attempts
+        max_attempts = group_config.retry_max_times + 1
         now_ms = self._wall_ms()
         out = Received(status(pb.Code.OK), group=group, topic=topic)
         for popped in outcome.messages:

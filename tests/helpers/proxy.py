@@ -68,8 +68,9 @@ class GrpcConsumer:
         client_id: ``x-mq-client-id``.
         group: consumer group.
         topic: subscribed topic (TAG ``*`` unless ``expression``).
-        max_attempts: sent as the client's ``backoff_policy.max_attempts`` when given.
-        fifo: sent as ``subscription.fifo`` when given.
+
+    FIFO and max attempts are not the client's to say: the proxy answers them from the group's
+    config (``settings`` holds its answer once :meth:`open` returned).
     """
 
     def __init__(
@@ -80,8 +81,6 @@ class GrpcConsumer:
         topic: str,
         *,
         expression: str = "*",
-        max_attempts: int | None = None,
-        fifo: bool | None = None,
     ) -> None:
         self.stub = stub
         self.meta = (
@@ -91,8 +90,7 @@ class GrpcConsumer:
         self.group = group
         self.topic = topic
         self.expression = expression
-        self._max_attempts = max_attempts
-        self._fifo = fifo
+        self.settings = pb.Settings()
         self._telemetry: Any = None
 
     async def open(self) -> pb.Settings:
@@ -112,16 +110,12 @@ class GrpcConsumer:
                 ],
             ),
         )
-        if self._fifo is not None:
-            settings.subscription.fifo = self._fifo
-        if self._max_attempts is not None:
-            settings.backoff_policy.max_attempts = self._max_attempts
         self._telemetry = self.stub.Telemetry(metadata=self.meta, timeout=300)
         await self._telemetry.write(spb.TelemetryCommand(settings=settings))
         reply = await self._telemetry.read()
         assert reply.status.code == pb.Code.OK, reply
-        settings_reply: pb.Settings = reply.settings
-        return settings_reply
+        self.settings = reply.settings
+        return self.settings
 
     async def close(self) -> None:
         """End the Telemetry stream."""

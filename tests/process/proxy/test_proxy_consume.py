@@ -98,11 +98,24 @@ async def opened() -> AsyncIterator[list[GrpcConsumer]]:
         await consumer.close()
 
 
+def create_group(env: Env, *, orderly: bool = False, retry_max_times: int = 16) -> str:
+    """A consumer group made with ``mqadmin updateSubGroup``: the proxy takes FIFO and max
+    attempts from its config (GET_SUBSCRIPTIONGROUP_CONFIG), not from the client."""
+    group = unique("cg")
+    done = run_bin(
+        ["mqadmin", "updateSubGroup", "-n", env.namesrv_addr, "-c", "DefaultCluster", "-g", group,
+         "-o", str(orderly).lower(), "-r", str(retry_max_times)],
+        env.tmp,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return group
+
+
 async def consumer_for(
     stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer], topic: str,
-    **kw: object,
+    group: str | None = None, **kw: object,
 ) -> GrpcConsumer:  # fmt: skip
-    consumer = GrpcConsumer(stub, unique("client@1@0"), unique("cg"), topic, **kw)  # type: ignore[arg-type]
+    consumer = GrpcConsumer(stub, unique("client@1@0"), group or unique("cg"), topic, **kw)  # type: ignore[arg-type]
     await consumer.open()
     opened.append(consumer)
     return consumer
@@ -307,10 +320,11 @@ async def test_long_polling_is_woken_by_a_send(
 async def test_fifo_group_pops_in_order_and_blocks_until_acked(
     env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
 ) -> None:
-    """G5 in small: a FIFO consumer sees one message group in send order; an un-acked batch
-    blocks the queue until it is acked."""
+    """G5 in small: a consumer of an orderly group (``updateSubGroup -o true``) is told fifo
+    and sees one message group in send order; an un-acked batch blocks the queue until acked."""
     topic = create_topic(env, "FIFO")
-    consumer = await consumer_for(stub, opened, topic, fifo=True)
+    consumer = await consumer_for(stub, opened, topic, create_group(env, orderly=True))
+    assert consumer.settings.subscription.fifo
     ids = await send(stub, topic, range(9), message_group="g1", message_type=pb.MessageType.FIFO)
     seen: list[str] = []
     for _ in range(6):
@@ -441,10 +455,12 @@ async def test_forward_to_dead_letter_queue(
 async def test_dead_letter_after_max_attempts(
     env: Env, stub: service_pb2_grpc.MessagingServiceStub, opened: list[GrpcConsumer]
 ) -> None:
-    """The proxy decides: a redelivery whose reconsume count reached the client's max attempts
-    goes to %DLQ%<group> instead of the client."""
+    """The proxy decides: a redelivery whose reconsume count reached the group's max attempts
+    (``updateSubGroup -r 0``: retryMaxTimes + 1 = 1) goes to %DLQ%<group> instead of the
+    client."""
     topic = create_topic(env)
-    consumer = await consumer_for(stub, opened, topic, max_attempts=1)
+    consumer = await consumer_for(stub, opened, topic, create_group(env, retry_max_times=0))
+    assert consumer.settings.backoff_policy.max_attempts == 1
     [msg_id] = await send(stub, topic, range(1))
     [first] = await consumer.receive_until(1, invisible_s=10)
     assert first.system_properties.delivery_attempt == 1

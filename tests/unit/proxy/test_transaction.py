@@ -95,3 +95,9 @@ def test_consumer_settings_follow_the_group_config() -> None:
     plain = registry.update("c2", sent, 0).settings
     assert plain.subscription.fifo is False
     assert plain.backoff_policy.max_attempts == 17
+    # The group decides, not the client (mergeSubscriptionData sets both over its Settings).
+    sent.subscription.fifo = True
+    sent.backoff_policy.max_attempts = 1
+    overridden = registry.update("c3", sent, 0, GroupSettings(False, 2)).settings
+    assert overridden.subscription.fifo is False
+    assert overridden.backoff_policy.max_attempts == 3
