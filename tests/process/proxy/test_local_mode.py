@@ -6,8 +6,9 @@ the broker prints its boot line, then the proxy's with ``proxyMode=local`` and t
 port; SendMessage stores NORMAL messages (read back with our remoting pull consumer: body, tag,
 key, UNIQ_KEY, PGROUP); the transaction scenario of ``tests/helpers/grpc_proxy.py`` (commit,
 rollback, and a check-back that the broker sends on its in-process channel to the proxy, relayed
-over Telemetry). 4. SIGTERM stops the proxy before the broker, exit 0. Also: ``mqproxy -pm
-local`` is refused (Local mode lives in the broker).
+over Telemetry); consumption over POP on the in-process channel (a long-polled ReceiveMessage
+woken by a send, every message once, AckMessage, then nothing). 4. SIGTERM stops the proxy before
+the broker, exit 0. Also: ``mqproxy -pm local`` is refused (Local mode lives in the broker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ from tests.helpers.grpc_proxy import (
     transaction_scenario,
 )
 from tests.helpers.processes import BIN, Daemon, run_bin, start_broker, start_namesrv
+from tests.helpers.proxy import GrpcConsumer
 
 pytestmark = pytest.mark.process
 
@@ -78,6 +81,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         assert match.group(2) == ns_addr
         create_topic(tmp, ns_addr, "LocalTopic", "NORMAL", queues=4)
         create_topic(tmp, ns_addr, "LocalTxnTopic", "TRANSACTION")
+        create_topic(tmp, ns_addr, "LocalConsumeTopic", "NORMAL", queues=4)
         yield Local(namesrv, ns_addr, broker, int(match.group(1)), tmp / "logs")
     finally:
         codes = [d.stop() for d in (broker, namesrv) if d is not None]
@@ -142,6 +146,46 @@ async def test_local_mode_transactions_and_check_back(
     # The ends came over the in-process channel (pseudo peer port 1), not a socket.
     log = (local.logs / "broker.log").read_text(encoding="utf-8")
     assert '"producer": "127.0.0.1:1", "commit": true, "from_check": true, "msg_id": "TXC"' in log
+
+
+async def test_local_mode_receive_and_ack(
+    stub: service_pb2_grpc.MessagingServiceStub, local: Local
+) -> None:
+    """POP_MESSAGE, ACK_MESSAGE go to the broker's processors on the in-process channel: an
+    empty pop is answered later (long polling) on that channel, a send wakes it."""
+    topic = "LocalConsumeTopic"
+    consumer = GrpcConsumer(stub, "local-consumer@1", "LocalConsumeGroup", topic)
+    await consumer.open()
+    try:
+        empty = await consumer.receive(poll_s=5)  # the group's first pop: offsets at the end
+        assert (empty.status.code, empty.messages) == (pb.Code.MESSAGE_NOT_FOUND, [])
+        started = time.monotonic()
+        receiving = asyncio.create_task(consumer.receive(poll_s=15))
+        await asyncio.sleep(1.0)
+        for i in range(6):
+            msg = message(topic, f"LC{i}", f"body-{i}".encode(), pb.MessageType.NORMAL)
+            resp = await stub.SendMessage(
+                spb.SendMessageRequest(messages=[msg]), metadata=meta("local@2"), timeout=TIMEOUT_S
+            )
+            assert resp.status.code == pb.Code.OK, resp.status.message
+        first = await asyncio.wait_for(receiving, 20)
+        assert first.status.code == pb.Code.OK, first.status.message
+        assert first.messages
+        assert time.monotonic() - started < 8  # woken by the send, not the poll's end
+        got = list(first.messages) + await consumer.receive_until(6 - len(first.messages))
+        assert sorted(m.system_properties.message_id for m in got) == [f"LC{i}" for i in range(6)]
+        for m in got:
+            sp = m.system_properties
+            assert m.body == f"body-{sp.message_id[2:]}".encode()
+            assert (sp.tag, sp.delivery_attempt) == ("TagA", 1)
+            assert sp.receipt_handle.split(" ")[5] == "broker-a"
+        acked = await consumer.ack_messages(got)
+        assert acked.status.code == pb.Code.OK, acked.status.message
+        assert [e.status.code for e in acked.entries] == [pb.Code.OK] * 6
+        after = await consumer.receive(invisible_s=10, poll_s=5)
+        assert (after.status.code, after.messages) == (pb.Code.MESSAGE_NOT_FOUND, [])
+    finally:
+        await consumer.close()
 
 
 def test_mqproxy_refuses_local_mode(tmp_path: Path) -> None:
