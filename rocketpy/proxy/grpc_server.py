@@ -1,9 +1,11 @@
 """The proxy daemon: a ``grpc.aio`` server of ``apache.rocketmq.v2.MessagingService``.
 
-Owns: :class:`ProxyService` (start: the backend, the gRPC port, the client-expiry loop; stop:
-refuse new calls, let in-flight ones finish within ``grpcShutdownTimeSeconds``, stop the loop and
-the backend), the method table (built from the service descriptor, so every RPC of the contract
-is served: the implemented ones by :class:`MessagingActivity`, every other one with a
+Owns: :class:`ProxyService` (start: the backend, the gRPC port, the client-expiry, producer
+heartbeat and auto-renew loops; stop: refuse new calls, let in-flight ones finish within
+``grpcShutdownTimeSeconds``, stop the loops and the backend), the Telemetry stream (Settings in,
+replies and check-backs out), the method table (built from the service descriptor, so every RPC of
+the contract is served: the implemented ones by :class:`MessagingActivity` and, for consumption,
+:class:`~rocketpy.proxy.consume.ConsumerActivity`, every other one with a
 NOT_IMPLEMENTED ``status`` and gRPC OK, proxy.md section 2), reading the call metadata into a
 :class:`CallContext` (blank ``x-mq-client-id`` -> CLIENT_ID_REQUIRED) and the one place where
 :class:`ProxyError` and unexpected exceptions become the response's ``status``. Mirrors

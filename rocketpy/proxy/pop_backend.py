@@ -2,9 +2,9 @@
 
 Owns: :class:`PopBackend` (the consumer half of upstream's ``MessageService``: ``popMessage``,
 ``ackMessage``, ``changeInvisibleTime``, ``sendMessageBack``; ``MessagingBackend`` extends it) and
-:class:`PopOutcome`. The Cluster implementation is ``rocketpy/proxy/cluster_pop.py`` (remoting
-POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, CONSUMER_SEND_MSG_BACK). Must not: know
-gRPC messages or do I/O.
+:class:`PopOutcome`. ``ClusterBackend`` implements it in ``rocketpy/proxy/cluster_pop.py``
+(POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, CONSUMER_SEND_MSG_BACK on its transport:
+remoting, or in-process in Local mode). Must not: know gRPC messages or do I/O.
 """
 
 from __future__ import annotations
