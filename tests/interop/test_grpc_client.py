@@ -25,7 +25,8 @@ committed, 3 rolled back and 2 left open; the proxy relays the broker's check of
 over Telemetry, the client's checker answers COMMIT (SOURCE_SERVER_CHECK); the topic then holds
 exactly the committed and the checked messages.
 
-Producer through Local mode (``mqbroker --enable-proxy``, no ``mqproxy``): as the first test.
+Producer and SimpleConsumer through Local mode (``mqbroker --enable-proxy``, no ``mqproxy``): as
+the first test and the consumer test.
 """
 
 from __future__ import annotations
@@ -179,41 +180,61 @@ def test_python_transaction_producer_commits_and_is_checked_back_through_mqproxy
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
 
 
+def _consume_and_check(tmp: Path, ns_addr: str, port: int, topic: str, group: str) -> None:
+    """The Producer sends COUNT messages through the proxy at ``port``; the SimpleConsumer
+    receives each once with the fields sent, acks all, and its next receive is empty."""
+    _create_topic(tmp, ns_addr, topic, "NORMAL")
+    endpoint = f"127.0.0.1:{port}"
+    sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(COUNT))
+    assert sent["errors"] == []
+    sent_list = sent["sent"]
+    assert isinstance(sent_list, list)
+    ids = {int(s["index"]): str(s["message_id"]) for s in sent_list}
+    result = _driver(
+        "consume", "--endpoint", endpoint, "--topic", topic, "--group", group,
+        "--count", str(COUNT), timeout_s=300,
+    )  # fmt: skip
+    assert result["errors"] == []
+    got = result["got"]
+    assert isinstance(got, list)
+    by_index = {int(m["properties"]["index"]): m for m in got}
+    assert len(got) == COUNT  # each once
+    assert sorted(by_index) == list(range(COUNT))
+    for i, msg in by_index.items():
+        assert msg["message_id"] == ids[i]
+        assert msg["body"] == f"body-{i}"
+        assert (msg["tag"], msg["keys"]) == ("TagA", [f"key-{i}"])
+        assert msg["properties"] == {"index": str(i)}
+        assert msg["attempt"] == 1
+    assert result["last"] == 0  # everything acked: the next receive is empty
+
+
 def test_python_grpc_simple_consumer_receives_and_acks_through_mqproxy(tmp_path: Path) -> None:
     namesrv, ns_addr = start_namesrv(tmp_path)
     broker, _ = start_broker(tmp_path, ns_addr)
     proxy = None
-    topic = "GrpcConsumeTopic"
     try:
-        _create_topic(tmp_path, ns_addr, topic, "NORMAL")
         proxy, port = start_proxy(tmp_path, ns_addr)
-        endpoint = f"127.0.0.1:{port}"
-        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(COUNT))
-        assert sent["errors"] == []
-        sent_list = sent["sent"]
-        assert isinstance(sent_list, list)
-        ids = {int(s["index"]): str(s["message_id"]) for s in sent_list}
-        result = _driver(
-            "consume", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcConsumeGroup",
-            "--count", str(COUNT), timeout_s=300,
-        )  # fmt: skip
-        assert result["errors"] == []
-        got = result["got"]
-        assert isinstance(got, list)
-        by_index = {int(m["properties"]["index"]): m for m in got}
-        assert len(got) == COUNT  # each once
-        assert sorted(by_index) == list(range(COUNT))
-        for i, msg in by_index.items():
-            assert msg["message_id"] == ids[i]
-            assert msg["body"] == f"body-{i}"
-            assert (msg["tag"], msg["keys"]) == ("TagA", [f"key-{i}"])
-            assert msg["properties"] == {"index": str(i)}
-            assert msg["attempt"] == 1
-        assert result["last"] == 0  # everything acked: the next receive is empty
+        _consume_and_check(tmp_path, ns_addr, port, "GrpcConsumeTopic", "GrpcConsumeGroup")
         proxy.wait_output("client terminated")
     finally:
         codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
+
+
+def test_python_grpc_simple_consumer_receives_and_acks_through_local_mode(tmp_path: Path) -> None:
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    broker = None
+    try:
+        broker, _ = start_broker(
+            tmp_path, ns_addr, args=["--enable-proxy", "-pc", str(write_proxy_conf(tmp_path))]
+        )
+        port = int(broker.wait_for(LOCAL_BOOT).group(1))
+        _consume_and_check(tmp_path, ns_addr, port, "GrpcLocalConsumeTopic", "GrpcLocalGroup")
+        broker.wait_output("client terminated")
+    finally:
+        codes = [d.stop() for d in (broker, namesrv) if d is not None]
+    assert codes == [0] * len(codes), broker.tail(3000) if broker else ""
 
 
 def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
