@@ -18,6 +18,7 @@ by machine), or talk to anything but loopback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import sys
 import tempfile
@@ -71,8 +72,18 @@ def _ms(us: float) -> str:
     return f"{us / 1000:8.3f} ms"
 
 
-def _rate_line(res: Result, cpu_us: float, ref: Result | None = None, ref_name: str = "") -> str:
-    ratio = f"   {res.message_rate / ref.message_rate:6.1%} of {ref_name}" if ref else ""
+def _vs(rate: float, cpu_us: float, ref: Result, ref_cpu_us: float, name: str) -> str:
+    """Rate and broker CPU per message as ratios to a reference phase."""
+    return (
+        f"   {rate / max(ref.message_rate, 1e-9):6.1%} of {name},"
+        f" {cpu_us / max(ref_cpu_us, 1e-9):5.2f}x its CPU/msg"
+    )
+
+
+def _rate_line(
+    res: Result, cpu_us: float, ref: tuple[Result, float] | None = None, ref_name: str = ""
+) -> str:
+    ratio = _vs(res.message_rate, cpu_us, *ref, ref_name) if ref else ""
     return (
         f"  {res.label:<52} {res.message_rate:>9,.0f} msg/s   p50 {_ms(res.pct(0.5))}"
         f"   p99 {_ms(res.pct(0.99))}   failed {res.failures}   broker CPU/msg {cpu_us:7.1f} us"
@@ -85,6 +96,12 @@ class _Report:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.idle_cpu = 0.0  # the idle broker's CPU seconds per second
+        self.plain_cpu = 0.0  # broker CPU microseconds per plain send
+
+    def idle_us(self, seconds: float, messages: int) -> float:
+        """What ``seconds`` of the idle broker's ticking add per message."""
+        return self.idle_cpu * seconds * 1e6 / max(1, messages)
 
     def add(self, line: str) -> None:
         self.lines.append(line)
@@ -118,7 +135,8 @@ async def _sends(
     )
     report.add("1. sends: plain vs transactional (half message, local COMMIT, END_TRANSACTION)")
     report.add(_rate_line(plain, plain_cpu))
-    report.add(_rate_line(txn, txn_cpu, plain, "plain sends"))
+    report.plain_cpu = plain_cpu
+    report.add(_rate_line(txn, txn_cpu, (plain, plain_cpu), "plain sends"))
     report.add(
         f"  committed {len(committed):,}: arrived {arrived:,}, missing {len(committed) - arrived}"
         f", not committed but delivered {unexpected}"
@@ -152,7 +170,7 @@ async def _consumption(
     )  # fmt: skip
     report.add(f"2. consumption of the same {m:,} messages ({args.size} B) by two new groups")
     report.add(_rate_line(push, push_cpu) + "   latency: born->consumed (the backlog's age)")
-    report.add(_rate_line(pop, pop_cpu, push, "push") + "   latency: receive+ack")
+    report.add(_rate_line(pop, pop_cpu, (push, push_cpu), "push") + "   latency: receive+ack")
     report.add(
         f"  pulled {min(push.messages, m):,} of {m:,} (missing {max(m - push.messages, 0)}), "
         f"popped+acked {min(pop.messages, m):,} of {m:,} (missing {max(m - pop.messages, 0)})"
@@ -172,13 +190,13 @@ async def _timers(
 
     def on_sending() -> None:  # the consumer started: RSS and CPU of the sends from here
         nonlocal meter
-        at["rss0"], meter = rss_mb(pid), _Meter(pid)
-        at["cpu0"] = meter.start
+        at["rss0"], at["anon0"], meter = rss_mb(pid), rss_mb(pid, "RssAnon"), _Meter(pid)
+        at["cpu0"], at["t0"] = meter.start, time.monotonic()
 
     def on_sent(sent: int, delivered: int, seconds: float) -> None:
         at.update(
             sent=sent, pending=sent - delivered, seconds=seconds, rss=rss_mb(pid),
-            cpu=meter.per_msg_us(sent),
+            anon=rss_mb(pid, "RssAnon"), cpu=meter.per_msg_us(sent),
         )  # fmt: skip
 
     late = await run_timer(
@@ -186,25 +204,31 @@ async def _timers(
         inflight=args.inflight, wait_s=args.wait, label="timer lateness",
         on_sending=on_sending, on_sent=on_sent,
     )  # fmt: skip
-    rss2, all_in = rss_mb(pid), (cpu_seconds(pid) - at["cpu0"]) * 1e6 / max(late.messages, 1)
+    rss2, anon2 = rss_mb(pid), rss_mb(pid, "RssAnon")
+    all_in = (cpu_seconds(pid) - at["cpu0"]) * 1e6 / max(late.messages, 1)
+    idle = report.idle_us(time.monotonic() - at["t0"], late.messages)
     sent, secs, rss0, rss1 = int(at.get("sent", 0)), at.get("seconds", 0.0), at["rss0"], at["rss"]
     rate = sent / secs if secs else 0.0
     report.add(f"3. {n:,} timer messages due {delay} s after their send (timerPrecisionMs 1000)")
     report.add(
-        f"  timer sends {rate:>9,.0f} msg/s   {rate / max(plain.message_rate, 1e-9):6.1%} of plain"
-        f" sends   broker CPU/msg {at['cpu']:7.1f} us   sent {sent:,} in {secs:.2f} s, "
-        f"{int(at['pending']):,} pending when sending ended"
+        f"  timer sends {rate:>9,.0f} msg/s   broker CPU/msg {at['cpu']:7.1f} us"
+        + _vs(rate, at["cpu"], plain, report.plain_cpu, "plain sends")
+        + f"   sent {sent:,} in {secs:.2f} s, {int(at['pending']):,} pending when sending ended"
     )
     report.add(
         f"  broker RSS before {rss0:.1f} MB, timers pending {rss1:.1f} MB ({rss1 - rss0:+.1f}),"
-        f" after delivery {rss2:.1f} MB"
+        f" after delivery {rss2:.1f} MB; anon {at['anon0']:.1f} -> {at['anon']:.1f} "
+        f"({at['anon'] - at['anon0']:+.1f}) -> {anon2:.1f} MB"
     )
     report.add(
         f"  lateness p50 {late.pct(0.5) / 1000:.0f} ms, p99 {late.pct(0.99) / 1000:.0f} ms, max "
         f"{late.latencies_us.max / 1000:.0f} ms; delivered {late.messages:,} of {sent:,}, "
         f"missing {max(sent - late.messages, 0)}   (arrival - TIMER_DELIVER_MS)"
     )
-    report.add(f"  broker CPU/msg all-in (send, timer wheel, delivery, pull) {all_in:7.1f} us")
+    report.add(
+        f"  broker CPU/msg all-in over the phase (send, timer wheel, delivery, pull) {all_in:.1f}"
+        f" us, of which the idle broker's ticking ~{idle:.1f} us"
+    )
 
 
 async def _delay_levels(
@@ -222,7 +246,7 @@ async def _delay_levels(
     def on_sending() -> None:  # the consumer started: the sends' CPU from here
         nonlocal meter
         meter = _Meter(pid)
-        at["cpu0"] = meter.start
+        at["cpu0"], at["t0"] = meter.start, time.monotonic()
 
     def on_sent(run: DelayRun) -> None:
         at["cpu"] = meter.per_msg_us(run.sent)
@@ -233,15 +257,19 @@ async def _delay_levels(
         on_sending=on_sending, on_sent=on_sent,
     )  # fmt: skip
     all_in = (cpu_seconds(pid) - at["cpu0"]) * 1e6 / max(run.received, 1)
+    idle = report.idle_us(time.monotonic() - at["t0"], run.received)
     rate = run.sent / run.send_seconds if run.send_seconds else 0.0
     report.add(
         f"4. delay levels, all {len(delays)} busy: {args.per_level:,} messages per level sent "
         f"interleaved, {run.sent:,} in {run.send_seconds:.2f} s (failed {run.failed})"
     )
     report.add(
-        f"  delayed sends {rate:>9,.0f} msg/s   "
-        f"{rate / max(plain.message_rate, 1e-9):6.1%} of plain sends   broker CPU/msg "
-        f"{at['cpu']:7.1f} us; all-in (send, schedule queue, re-put, pull) {all_in:7.1f} us"
+        f"  delayed sends {rate:>9,.0f} msg/s   broker CPU/msg {at['cpu']:7.1f} us"
+        + _vs(rate, at["cpu"], plain, report.plain_cpu, "plain sends")
+    )
+    report.add(
+        f"  broker CPU/msg all-in over the phase (send, schedule queue, re-put, pull) "
+        f"{all_in:.1f} us, of which the idle broker's ticking ~{idle:.1f} us"
     )
     report.add(
         f"  broker messageDelayLevel for this bench: {args.delay_levels}"
@@ -291,6 +319,10 @@ async def _run(
         namesrv, f"{args.topic}Warm", size=args.size, inflight=8, duration_s=1,
         report_interval_s=60,
     )  # fmt: skip
+    idle = _Meter(pid)
+    idle_s = 1.0 if args.quick else 3.0
+    await asyncio.sleep(idle_s)
+    report.idle_cpu = (cpu_seconds(pid) - idle.start) / idle_s
     plain, in_topic = await _sends(args, namesrv, pid, report)
     await _consumption(args, namesrv, pid, report, in_topic)
     if args.timers > 0:
@@ -299,7 +331,8 @@ async def _run(
         await _delay_levels(args, namesrv, pid, report, delays=delays, plain=plain)
     print(
         f"\n== rocketpy feature benchmark: one broker (ASYNC_FLUSH), {args.size} B bodies, "
-        f"{args.inflight} in flight, {time.monotonic() - began:.0f} s ==",
+        f"{args.inflight} in flight, {time.monotonic() - began:.0f} s; idle broker "
+        f"{report.idle_cpu:.1%} of a core ==",
         flush=True,
     )
     for line in report.lines:

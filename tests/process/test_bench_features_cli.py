@@ -51,7 +51,7 @@ def test_bench_features_quick_summary(tmp_path: Path) -> None:
     plain = _find(r"plain Producer\.send \(8 in flight\)" + _RATE + r"\n", summary)
     txn = _find(
         r"TransactionProducer half \+ commit \(8 in flight\)" + _RATE
-        + r"\s+[\d.]+% of plain sends\n", summary,
+        + r"\s+[\d.]+% of plain sends,\s+[\d.]+x its CPU/msg\n", summary,
     )  # fmt: skip
     for res in (plain, txn):
         assert _int(res.group(1)) > 0
@@ -62,7 +62,9 @@ def test_bench_features_quick_summary(tmp_path: Path) -> None:
 
     push = _find(r"PushConsumer pull of ([\d,]+) \(from start\)" + _RATE, summary)
     pop = _find(
-        r"SimpleConsumer POP receive\+ack of ([\d,]+) \(4 loops\)" + _RATE + r"\s+[\d.]+% of push",
+        r"SimpleConsumer POP receive\+ack of ([\d,]+) \(4 loops\)"
+        + _RATE
+        + r"\s+[\d.]+% of push,\s+[\d.]+x its CPU/msg",
         summary,
     )
     m = push.group(1)
@@ -71,12 +73,14 @@ def test_bench_features_quick_summary(tmp_path: Path) -> None:
     assert pop.group(3) == "0"
     assert f"pulled {m} of {m} (missing 0), popped+acked {m} of {m} (missing 0)" in summary
 
-    timer_rate = _find(r"timer sends\s+([\d,]+) msg/s\s+[\d.]+% of plain sends", summary)
+    vs_plain = r"\s+broker CPU/msg\s+[\d.]+ us\s+[\d.]+% of plain sends,\s+[\d.]+x its CPU/msg"
+    timer_rate = _find(r"timer sends\s+([\d,]+) msg/s" + vs_plain, summary)
     assert _int(timer_rate.group(1)) > 0
     _find(r"broker RSS before [\d.]+ MB, timers pending [\d.]+ MB \([+-][\d.]+\), after", summary)
     _find(r"lateness p50 \d+ ms, p99 \d+ ms, max \d+ ms; delivered 300 of 300, missing 0", summary)
 
-    _find(r"delayed sends\s+[\d,]+ msg/s\s+[\d.]+% of plain sends", summary)
+    _find(r"delayed sends\s+[\d,]+ msg/s" + vs_plain, summary)
+    assert summary.count("broker CPU/msg all-in over the phase") == 2
     levels = re.findall(
         r"level\s+(\d+) \(\s+\d+ s\): delivered 5 of 5, missing 0, early 0, lateness", summary
     )
