@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check proto test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-proxy bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-features bench-proxy bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
 .PHONY: fuzz
 
 $(STAMP): pyproject.toml
@@ -129,6 +129,12 @@ bench-namesrv: $(STAMP)
 # BENCH_ARGS="-d 30 --soak 600" runs longer phases and a 10-minute RSS soak.
 bench: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_suite $(BENCH_ARGS)
+
+# make bench-features: POP vs push pull, half + commit vs plain sends, 100k pending timers (rate,
+# RSS, lateness) and all 18 delay levels busy (scaled-down levels); ratios to the same run's
+# plain phases. BENCH_ARGS="--quick" is a smoke run; "--timers 0 --per-level 0" skips phases.
+bench-features: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_features $(BENCH_ARGS)
 
 # make bench-proxy: namesrv + broker + mqproxy on loopback; send and receive+ack msg/s through the
 # proxy (gRPC) beside the same broker's remoting figures from the same run, with the ratios.

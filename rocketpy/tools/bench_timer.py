@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from rocketpy.client.message import Message, MessageExt, SendStatus
 from rocketpy.client.producer import Producer
@@ -79,9 +80,14 @@ async def run_timer(
     inflight: int,
     wait_s: float = 30.0,
     label: str = "timer",
+    on_sending: Callable[[], None] | None = None,
+    on_sent: Callable[[int, int, float], None] | None = None,
 ) -> Result:
     """Send ``count`` timer messages due ``delay_s`` after their send; consume them; report the
-    lateness. Returns the lateness (microseconds) as a :class:`Result`."""
+    lateness. Returns the lateness (microseconds) as a :class:`Result`. ``on_sending()`` is
+    called just before the first timer message is sent (the consumer started), ``on_sent(sent,
+    delivered, seconds)`` is called once the last send was answered, before any waiting for
+    deliveries (``make bench-features`` reads the broker's RSS and CPU there, timers pending)."""
     run = _TimerRun(count)
     consumer = PushConsumer(group, namesrv)
     consumer.subscribe(topic, "*")
@@ -94,10 +100,14 @@ async def run_timer(
         await producer.send(Message(topic=topic, body=b"warm-up"))  # creates the topic
         async with asyncio.timeout(wait_s):
             await run.warm.wait()
+        if on_sending is not None:
+            on_sending()
         started = time.perf_counter()
         delay_ms = int(delay_s * 1000)
         await asyncio.gather(*(run.send_loop(producer, topic, delay_ms) for _ in range(inflight)))
         send_s = time.perf_counter() - started
+        if on_sent is not None:
+            on_sent(run.sent, run.received, send_s)
         try:
             async with asyncio.timeout(delay_s + wait_s):
                 await run.done.wait()
