@@ -8,7 +8,10 @@ the next subscribed topic, found through the route as the pull consumer does; th
 each message is built from the response's ``startOffsetInfo``/``msgOffsetInfo`` as
 ``MQClientAPIImpl.processPopResponse`` does (a redelivery carries its own in ``POP_CK``), and an
 orderly pop's ``reconsume_times`` comes from
-``orderCountInfo``. Must not: ack on its own or retry a failed ack.
+``orderCountInfo``. A message redelivered more than ``max_reconsume_times`` times is not
+returned: as the 5.x POP consumers do (the broker's revive never dead-letters), it is sent to
+``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK, delay level -1) and acked; when that fails it is
+returned like any other. Must not: ack on its own (beyond that) or retry a failed ack.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+import structlog
+
 from rocketpy.client.instance import ClientInstance
 from rocketpy.client.message import MessageExt, decode_message_exts
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import ClientError, RemoteError
+from rocketpy.common.errors import ClientError, RemoteError, RemotingError
 from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol import pop as codec
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.headers.base import from_ext, to_ext
+from rocketpy.remoting.protocol.headers.broker import ConsumerSendMsgBackRequestHeader
 from rocketpy.remoting.protocol.headers.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -33,6 +39,8 @@ from rocketpy.remoting.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+
+log = structlog.get_logger(__name__)
 
 INIT_MODE_MIN: Final = 0
 INIT_MODE_MAX: Final = 1
@@ -115,6 +123,8 @@ class SimpleConsumer:
         order: pop orderly (``order=true``; queues block while a batch is un-acked).
         init_mode: where a group without an offset starts (:data:`INIT_MODE_MAX`, as the
             proxy does, or :data:`INIT_MODE_MIN`).
+        max_reconsume_times: a message whose ``reconsume_times`` exceeds this goes to
+            ``%DLQ%<group>`` instead of being returned (upstream's ``retryMaxTimes``, 16).
     """
 
     def __init__(
@@ -127,6 +137,7 @@ class SimpleConsumer:
         request_timeout_s: float = 3.0,
         order: bool = False,
         init_mode: int = INIT_MODE_MAX,
+        max_reconsume_times: int = 16,
         instance_name: str | None = None,
     ) -> None:
         if not subscription:
@@ -136,6 +147,7 @@ class SimpleConsumer:
         self._await_ms = int(await_duration_s * 1000)
         self._order = order
         self._init_mode = init_mode
+        self.max_reconsume_times = max_reconsume_times
         self._client = ClientInstance(
             namesrv_addr,
             instance_name=instance_name,
@@ -199,7 +211,37 @@ class SimpleConsumer:
             return []
         if response.code != ResponseCode.SUCCESS:
             raise RemoteError.for_code(response.code, response.remark or "")
-        return pop_messages(response, topic=topic, broker_name=broker_name, broker_addr=addr)
+        popped = pop_messages(response, topic=topic, broker_name=broker_name, broker_addr=addr)
+        kept: list[PopMessage] = []
+        for msg in popped:
+            if msg.message.reconsume_times > self.max_reconsume_times and await self._to_dlq(msg):
+                continue
+            kept.append(msg)
+        return kept
+
+    async def _to_dlq(self, msg: PopMessage) -> bool:
+        """Send ``msg`` to ``%DLQ%<group>`` and ack it; False (and logged) when either failed,
+        so the caller still gets the message."""
+        m = msg.message
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=m.commit_log_offset,
+            group=self.group,
+            delay_level=-1,
+            origin_msg_id=m.msg_id,
+            origin_topic=m.properties.get(MessageConst.RETRY_TOPIC, m.topic),
+            unit_mode=False,
+            max_reconsume_times=self.max_reconsume_times,
+            bname=msg.extra_info.broker_name,
+        )
+        try:
+            await self._client.invoke_ok(
+                msg.broker_addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header)
+            )
+            await self.ack(msg)
+        except (RemoteError, RemotingError, ClientError) as e:
+            log.warning("pop message to DLQ failed", msg_id=m.msg_id, error=str(e))
+            return False
+        return True
 
     async def ack(self, msg: PopMessage) -> None:
         """ACK_MESSAGE for ``msg``'s handle.

@@ -22,7 +22,7 @@ from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.fastjson import loads
 from rocketpy.remoting.protocol import pop as codec
 from rocketpy.remoting.protocol.command import RemotingCommand
-from tests.helpers.broker_client import JavaLikeClient
+from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.processes import REPO, Daemon, bin_env, start_broker, start_namesrv
 
 pytestmark = pytest.mark.process
@@ -547,3 +547,40 @@ async def test_pop_filters_by_tag_and_skips_the_rest(env: Env, client: JavaLikeC
             back += more
     assert sorted(m.message.body for m in back) == [b"a1", b"a2"]
     assert {m.extra_info.topic_type for m in back} == {codec.RETRY_TOPIC}
+
+
+async def test_simple_consumer_dead_letters_past_max_reconsume_times(
+    env: Env, client: JavaLikeClient
+) -> None:
+    """1. A SimpleConsumer with max_reconsume_times=0 receives one message (invisible 1 s) and
+    does not ack it.
+    2. It receives again after the revive.
+    Expected: the redelivery (reconsumeTimes 1) is not returned: it is in %DLQ%<group> with its
+    body, and it is acked (nothing comes back after another invisible time)."""
+    await create_topic(client, env.addr, "PopDlq")
+    await send(client, env.addr, "PopDlq", [b"poison"])
+    consumer = SimpleConsumer(
+        "GPopDlq", env.namesrv, {"PopDlq": "*"}, await_duration_s=1.0, init_mode=0,
+        max_reconsume_times=0,
+    )  # fmt: skip
+    await consumer.start()
+    try:
+        first: list[PopMessage] = []
+        async with asyncio.timeout(10):
+            while not first:
+                first = await consumer.receive(32, 1.0)
+        assert [m.message.body for m in first] == [b"poison"]
+        dlq: list[bytes] = []
+        async with asyncio.timeout(20):
+            while not dlq:
+                assert await consumer.receive(32, 1.0) == []
+                resp = await client.pull(
+                    env.addr, "GPopDlqReader", "%DLQ%GPopDlq", 0, queue_id=0, expression="*"
+                )
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    dlq = [m.body for m in decode_records(resp.body)]
+        assert dlq == [b"poison"]
+        await asyncio.sleep(2.5)
+        assert await consumer.receive(32, 1.0) == []
+    finally:
+        await consumer.shutdown()
