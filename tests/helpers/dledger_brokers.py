@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketpy.broker.store_api import StoredMessage
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.common.codes import ResponseCode
+from rocketpy.common.errors import RemotingError
 from tests.helpers.broker_client import JavaLikeClient, decode_records
+from tests.helpers.history import History, Outcome
 from tests.helpers.processes import Daemon, start_broker
 
 CLUSTER = "RaftCluster"
@@ -147,3 +151,81 @@ async def read_queue(addr: str, topic: str, queue_id: int, timeout_s: float) -> 
                 offset = int(resp.ext("nextBeginOffset") or offset)
     finally:
         await client.close()
+
+
+async def master_addr(ns: str) -> str | None:
+    """The address the NameServer lists as the group's brokerId 0."""
+    return (await group_addrs(ns)).get(0)
+
+
+async def read_all(addr: str, topic: str, queues: int, timeout_s: float) -> list[StoredMessage]:
+    """Every message of every queue of ``topic`` on ``addr`` (with its queue offset)."""
+    client = JavaLikeClient()
+    out: list[StoredMessage] = []
+    try:
+        async with asyncio.timeout(timeout_s):
+            for q in range(queues):
+                offset = 0
+                while True:
+                    resp = await client.pull(
+                        addr, "reader", topic, offset, queue_id=q, expression="*", max_nums=32
+                    )
+                    if resp.code != ResponseCode.SUCCESS or resp.body is None:
+                        break
+                    out.extend(decode_records(resp.body))
+                    offset = int(resp.ext("nextBeginOffset") or offset)
+    finally:
+        await client.close()
+    return out
+
+
+class LoadDriver:
+    """Concurrent senders that always target the NameServer's current brokerId 0 and record
+    every attempt in a :class:`History` (SEND_OK -> ok; a follower's or not-yet-master's
+    SYSTEM_BUSY -> failed; anything else, timeouts included -> unknown)."""
+
+    def __init__(self, ns: str, topic: str, queues: int, history: History) -> None:
+        self.ns, self.topic, self.queues, self.history = ns, topic, queues, history
+        self.stop = asyncio.Event()
+        self.ok_after: dict[str, float] = {}
+        self._seq = 0
+
+    async def run(self, senders: int) -> None:
+        """Send until :attr:`stop` is set."""
+        await asyncio.gather(*(self._sender(i) for i in range(senders)))
+
+    async def _sender(self, who: int) -> None:
+        client = JavaLikeClient()
+        addr: str | None = None
+        try:
+            while not self.stop.is_set():
+                if addr is None:
+                    addr = await master_addr(self.ns)
+                    if addr is None:
+                        await asyncio.sleep(0.1)
+                        continue
+                self._seq += 1
+                key = f"k{who}-{self._seq:06d}"
+                queue_id = self._seq % self.queues
+                try:
+                    resp = await client.send(
+                        addr, self.topic, key.encode(), queue_id=queue_id, timeout_s=5.0
+                    )
+                except (OSError, TimeoutError, RemotingError):
+                    self.history.send(key, queue_id, Outcome.UNKNOWN)
+                    addr = None
+                    await asyncio.sleep(0.05)
+                    continue
+                if resp.code == ResponseCode.SUCCESS:
+                    offset = int(resp.ext("queueOffset") or -1)
+                    self.history.send(key, queue_id, Outcome.OK, offset, addr)
+                    self.ok_after[addr] = time.monotonic()
+                    continue
+                outcome = (
+                    Outcome.FAILED if resp.code == ResponseCode.SYSTEM_BUSY else Outcome.UNKNOWN
+                )
+                self.history.send(key, queue_id, outcome)
+                addr = None
+                await asyncio.sleep(0.05)
+        finally:
+            await client.close()

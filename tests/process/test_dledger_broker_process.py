@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from pathlib import Path
 
 import pytest
 
+from rocketpy.broker.store_api import StoredMessage
 from rocketpy.client.message import Message, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.common.codes import ResponseCode
@@ -25,12 +27,15 @@ from tests.helpers.cluster import unique
 from tests.helpers.dledger_brokers import (
     NODES,
     DLedgerGroup,
+    LoadDriver,
     create_topic,
+    read_all,
     read_queue,
     start_group,
     wait_roles,
 )
 from tests.helpers.dledger_files import walk_data_dir
+from tests.helpers.history import History
 from tests.helpers.processes import start_namesrv
 
 pytestmark = pytest.mark.process
@@ -138,3 +143,138 @@ async def _wait_identical(group: DLedgerGroup, master: str, timeout_s: float) ->
             if all(_data_bytes(group, n) == want for n in group.daemons):
                 return
             await asyncio.sleep(0.2)
+
+
+async def _load_through_kill(
+    group: DLedgerGroup, ns: str, topic: str, history: History, leader: str
+) -> tuple[float, str]:
+    """Load for 2 s, SIGKILL ``leader``, keep loading until another node acknowledged sends
+    for 2 s; return the seconds from the kill to the first SEND_OK of the new master, and
+    the new master's address."""
+    driver = LoadDriver(ns, topic, QUEUES, history)
+    load = asyncio.create_task(driver.run(senders=4))
+    try:
+        await asyncio.sleep(2.0)
+        old = group.addrs[leader]
+        assert driver.ok_after.get(old), "no SEND_OK before the kill"
+        group.kill(leader)
+        killed_at = time.monotonic()
+        async with asyncio.timeout(30):
+            while not (new := [a for a, t in driver.ok_after.items() if a != old]):
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(2.0)
+    finally:
+        driver.stop.set()
+        await asyncio.wait_for(load, 15)
+    return driver.ok_after[new[0]] - killed_at, new[0]
+
+
+def _consume_into(history: History, messages: list[StoredMessage]) -> None:
+    for m in messages:
+        history.consume(m.body.decode(), m.queue_id, m.queue_offset)
+
+
+def _entries(group: DLedgerGroup, node: str, end: int | None) -> list[object]:
+    return [e for f in walk_data_dir(_data_dir(group, node), end) for e in f.entries]
+
+
+async def _wait_replicas_equal(group: DLedgerGroup, master: str, timeout_s: float) -> int:
+    """Wait until every running node holds the master's entries (up to the master's end; bytes
+    past a follower's truncation point may differ); return how many entries."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            want = _entries(group, master, None)
+            last = want[-1] if want else None
+            end = last.pos + last.size if last is not None else 0  # type: ignore[attr-defined]
+            if all(_entries(group, n, end) == want for n in group.daemons if n != master):
+                return len(want)
+            await asyncio.sleep(0.2)
+
+
+def test_dledger_leader_sigkill_under_load_loses_no_send_ok(tmp_path: Path) -> None:
+    """Section 6 checks 4 and 5:
+    1. Start the group; wait for the master; create the topic on all three.
+    2. Four senders load the NameServer's brokerId 0; after 2 s SIGKILL the leader; load on
+    until a new node has acknowledged sends for 2 s. Expected: the new master acknowledges
+    within 15 s of the kill; the NameServer lists it as brokerId 0.
+    3. Read every queue from the new master into the history. Expected: no violation (no
+    SEND_OK lost, no queue offset naming two messages, no phantom, order kept).
+    4. Restart the killed node on its store. Expected: it rejoins as a slave under its
+    selfNum + 1 id; once it caught up every node holds the master's entries byte for byte."""
+    namesrv, ns = start_namesrv(tmp_path)
+    group = start_group(tmp_path, ns)
+    history = History()
+    try:
+        leader = asyncio.run(wait_roles(ns, group, 20))
+        topic = unique("DLedgerKill")
+        asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
+        took, new_addr = asyncio.run(_load_through_kill(group, ns, topic, history, leader))
+        assert took < 15.0, f"new master after {took:.1f} s"
+        new_master = asyncio.run(wait_roles(ns, group, 15))
+        assert group.addrs[new_master] == new_addr
+        _consume_into(history, asyncio.run(read_all(new_addr, topic, QUEUES, 30)))
+        summary = history.summary()
+        assert summary.ok > 50, summary
+        assert history.check() == [], summary
+        group.start(leader)
+        assert asyncio.run(wait_roles(ns, group, 20)) == new_master
+        asyncio.run(_wait_replicas_equal(group, new_master, 20))
+    except BaseException:
+        group.dump()
+        raise
+    finally:
+        codes = group.stop_all()
+        assert namesrv.stop() == 0
+    assert set(codes.values()) == {0}, codes
+
+
+def test_dledger_quorum_loss_refuses_then_resumes(tmp_path: Path) -> None:
+    """Section 6 check 6:
+    1. Start the group, create the topic, send 10 messages to the master (SEND_OK).
+    2. SIGKILL both followers, send 3 more to the old master. Expected: none is SEND_OK
+    (each answers within 10 s: "in-sync replicas not enough" or a refusal).
+    3. Restart one follower. Expected: within 30 s a master is listed again and takes sends;
+    the 10 acknowledged messages are all readable from it."""
+    namesrv, ns = start_namesrv(tmp_path)
+    group = start_group(tmp_path, ns)
+    try:
+        leader = asyncio.run(wait_roles(ns, group, 20))
+        addr = group.addrs[leader]
+        topic = unique("DLedgerQuorum")
+        asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
+        codes = [asyncio.run(_send_code(addr, topic, f"a{i}", i % QUEUES)) for i in range(10)]
+        assert set(codes) == {ResponseCode.SUCCESS}, codes
+        followers = [n for n in NODES if n != leader]
+        for node in followers:
+            group.kill(node)
+        began = time.monotonic()
+        lost = [asyncio.run(_send_code(addr, topic, f"b{i}", 0)) for i in range(3)]
+        assert ResponseCode.SUCCESS not in lost, lost
+        assert time.monotonic() - began < 30
+        group.start(followers[0])
+        master = asyncio.run(wait_roles(ns, group, 30))
+        new_addr = group.addrs[master]
+
+        async def resumed() -> None:
+            async with asyncio.timeout(15):
+                while await _send_code(new_addr, topic, "c", 1) != ResponseCode.SUCCESS:
+                    await asyncio.sleep(0.2)
+
+        asyncio.run(resumed())
+        bodies = {m.body for m in asyncio.run(read_all(new_addr, topic, QUEUES, 20))}
+        assert {f"a{i}".encode() for i in range(10)} <= bodies
+    except BaseException:
+        group.dump()
+        raise
+    finally:
+        codes_ = group.stop_all()
+        assert namesrv.stop() == 0
+    assert set(codes_.values()) == {0}, codes_
+
+
+async def _send_code(addr: str, topic: str, body: str, queue_id: int) -> int:
+    client = JavaLikeClient()
+    try:
+        return (await client.send(addr, topic, body.encode(), queue_id=queue_id, timeout_s=10)).code
+    finally:
+        await client.close()
