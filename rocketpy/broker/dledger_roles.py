@@ -127,6 +127,7 @@ class DLedgerRoles:
         check_dledger_config(host.config, store_config)
         roles = cls(host, store)
         host.runtime.is_slave = True
+        host.runtime.reject_slave_pulls = True
         host.apply_config(host.config.model_copy(update={"broker_id": roles.slave_id}))
         return roles
 
@@ -187,6 +188,7 @@ class DLedgerRoles:
             self._store.store.recover_topic_queue_table()
         else:
             host.runtime.is_slave = True
+        host.runtime.reject_slave_pulls = True
         host.apply_config(host.config.model_copy(update={"broker_id": broker_id}))
         structlog.contextvars.bind_contextvars(broker_id=broker_id)
         if master:

@@ -67,6 +67,9 @@ class BrokerRuntime:
     ) = None
     #: ``totalReplicas`` of the set: strict-mode locks need ``totalReplicas // 2 + 1`` members.
     total_replicas: int = 1
+    #: DLedger CommitLog mode: a slave refuses pulls unless ``slaveReadEnable`` (upstream's
+    #: ``PullMessageProcessor.rejectRequest``); other modes serve them and redirect.
+    reject_slave_pulls: bool = False
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Per-topic/queue counters and histograms for metrics dumps and Prometheus.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)

@@ -71,9 +71,13 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
     size 48 + record size) and the record there carries PHYSICALOFFSET O and the queue offset
     the send reported.
     3. Pull every queue from the master. Expected: the 40 bodies, each queue in send order.
-    4. Send to each follower directly. Expected: SYSTEM_BUSY (2), nothing stored.
+    4. Send to and pull from each follower directly. Expected: SYSTEM_BUSY (2) for both
+    (slaveReadEnable is off), nothing stored.
     5. Expected: within 15 s every node's data files hold the master's entries byte for byte;
-    each store holds dledger-<id>/data, index and currterm."""
+    each store holds dledger-<id>/data, index and currterm.
+    6. Restart one follower with slaveReadEnable=true. Expected: it rejoins as a slave and
+    serves pulls: within 15 s the 40 messages, from its own committed entries (its consume
+    queues never hold an entry its committed position has not reached)."""
     namesrv, ns = start_namesrv(tmp_path)
     group = start_group(tmp_path, ns)
     try:
@@ -99,11 +103,18 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
             by_queue[q].append(f"m-{i:04d}".encode())
         for q in range(QUEUES):
             assert asyncio.run(read_queue(group.addrs[master], topic, q, 10)) == by_queue[q]
-        for node in NODES:
-            if node != master:
-                resp = asyncio.run(_send_one(group.addrs[node], topic))
-                assert resp == ResponseCode.SYSTEM_BUSY, (node, resp)
+        followers = [n for n in NODES if n != master]
+        for node in followers:
+            resp = asyncio.run(_send_one(group.addrs[node], topic))
+            assert resp == ResponseCode.SYSTEM_BUSY, (node, resp)
+            assert asyncio.run(_pull_code(group.addrs[node], topic)) == ResponseCode.SYSTEM_BUSY
         asyncio.run(_wait_identical(group, master, 15))
+        assert group.daemons.pop(followers[0]).stop() == 0
+        group.extra = "slaveReadEnable=true\n"
+        reader = group.start(followers[0])
+        assert asyncio.run(wait_roles(ns, group, 20)) == master
+        want = sorted(b for q in by_queue.values() for b in q)
+        assert asyncio.run(_read_until(reader, topic, want, 15)) == want
         for node in NODES:
             base = tmp_path / node / f"dledger-{node}"
             assert (base / "data").is_dir(), node
@@ -116,6 +127,25 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
         codes = group.stop_all()
         assert namesrv.stop() == 0
     assert set(codes.values()) == {0}, codes
+
+
+async def _read_until(addr: str, topic: str, want: list[bytes], timeout_s: float) -> list[bytes]:
+    """Read every queue until the bodies are ``want`` (a follower's committed position moves
+    with the leader's next push) or ``timeout_s`` passes; the last bodies read, sorted."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = sorted(m.body for m in await read_all(addr, topic, QUEUES, timeout_s))
+        if got == want or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(0.2)
+
+
+async def _pull_code(addr: str, topic: str) -> int:
+    client = JavaLikeClient()
+    try:
+        return (await client.pull(addr, "reader", topic, 0, expression="*")).code
+    finally:
+        await client.close()
 
 
 async def _send_one(addr: str, topic: str) -> int:
