@@ -22,6 +22,7 @@ from rocketpy.client.message import Message, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.properties import parse_properties
 from tests.helpers.broker_client import JavaLikeClient
 from tests.helpers.cluster import unique
 from tests.helpers.dledger_brokers import (
@@ -34,7 +35,7 @@ from tests.helpers.dledger_brokers import (
     start_group,
     wait_roles,
 )
-from tests.helpers.dledger_files import walk_data_dir
+from tests.helpers.dledger_files import RawEntry, read_units, walk_data_dir
 from tests.helpers.history import History
 from tests.helpers.processes import start_namesrv
 
@@ -47,16 +48,25 @@ def _data_dir(group: DLedgerGroup, node: str) -> Path:
     return group.tmp / node / f"dledger-{node}" / "data"
 
 
-async def _produce(ns: str, topic: str, count: int) -> list[tuple[str, int, int]]:
-    """Send ``count`` messages through our Producer; (offsetMsgId, queue id, queue offset)."""
+async def _produce(ns: str, topic: str, count: int) -> list[tuple[str, int, int, bytes]]:
+    """Send ``count`` messages, then a batch of 3, through our Producer; (offsetMsgId, queue
+    id, queue offset, body) of each message."""
     producer = Producer(unique("pg"), ns)
     await producer.start()
     sent = []
     try:
         for i in range(count):
-            r = await producer.send(Message(topic=topic, body=f"m-{i:04d}".encode()))
+            body = f"m-{i:04d}".encode()
+            r = await producer.send(Message(topic=topic, body=body))
             assert r.status is SendStatus.SEND_OK, r
-            sent.append((r.offset_msg_id, r.message_queue.queue_id, r.queue_offset))
+            sent.append((r.offset_msg_id, r.message_queue.queue_id, r.queue_offset, body))
+        bodies = [f"batch-{i}".encode() for i in range(3)]
+        r = await producer.send_batch([Message(topic=topic, body=b) for b in bodies])
+        assert r.status is SendStatus.SEND_OK, r
+        ids = r.offset_msg_id.split(",")
+        assert len(ids) == 3, r
+        for k, (msg_id, body) in enumerate(zip(ids, bodies, strict=True)):
+            sent.append((msg_id, r.message_queue.queue_id, r.queue_offset + k, body))
     finally:
         await producer.shutdown()
     return sent
@@ -66,17 +76,20 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
     """1. Start mqnamesrv and brokers n0, n1, n2 of RaftNode00 in DLedger CommitLog mode.
     Expected: within 20 s the NameServer lists one of them as brokerId 0 and the two others
     as selfNum + 1.
-    2. Create the topic on all three, send 40 messages through our Producer. Expected: all
-    SEND_OK; each offsetMsgId's offset O has an entry header at O - 48 (magic 1, pos O - 48,
+    2. Create the topic on all three, send 40 messages and a batch of 3 through our Producer.
+    Expected: all SEND_OK, the batch with 3 comma-joined offsetMsgIds (one entry per
+    message); each offsetMsgId's offset O has an entry header at O - 48 (magic 1, pos O - 48,
     size 48 + record size) and the record there carries PHYSICALOFFSET O and the queue offset
     the send reported.
-    3. Pull every queue from the master. Expected: the 40 bodies, each queue in send order.
+    3. Pull every queue from the master. Expected: the 43 bodies, each queue in send order,
+    each at the offset its msgId names.
     4. Send to and pull from each follower directly. Expected: SYSTEM_BUSY (2) for both
     (slaveReadEnable is off), nothing stored.
     5. Expected: within 15 s every node's data files hold the master's entries byte for byte;
-    each store holds dledger-<id>/data, index and currterm.
+    each store holds dledger-<id>/data and index, the master's index units match its entries,
+    every currterm names the same term.
     6. Restart one follower with slaveReadEnable=true. Expected: it rejoins as a slave and
-    serves pulls: within 15 s the 40 messages, from its own committed entries (its consume
+    serves pulls: within 15 s the 43 messages, from its own committed entries (its consume
     queues never hold an entry its committed position has not reached)."""
     namesrv, ns = start_namesrv(tmp_path)
     group = start_group(tmp_path, ns)
@@ -86,7 +99,7 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
         sent = asyncio.run(_produce(ns, topic, 40))
         data = _data_dir(group, master)
-        for msg_id, queue_id, queue_offset in sent:
+        for msg_id, queue_id, queue_offset, _ in sent:
             offset = int(msg_id[-16:], 16)
             seg = max(int(f.name) for f in data.iterdir() if int(f.name) <= offset)
             raw = (data / f"{seg:020d}").read_bytes()
@@ -99,10 +112,13 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
                 offset, queue_id, queue_offset,
             )  # fmt: skip
         by_queue: dict[int, list[bytes]] = {q: [] for q in range(QUEUES)}
-        for i, (_, q, _) in enumerate(sent):
-            by_queue[q].append(f"m-{i:04d}".encode())
+        for _, q, _, body in sent:
+            by_queue[q].append(body)
         for q in range(QUEUES):
             assert asyncio.run(read_queue(group.addrs[master], topic, q, 10)) == by_queue[q]
+        pulled = asyncio.run(read_all(group.addrs[master], topic, QUEUES, 10))
+        # the consume queues point at entry pos + 48, as the msgIds say
+        assert {m.commit_log_offset for m in pulled} == {int(s[0][-16:], 16) for s in sent}
         followers = [n for n in NODES if n != master]
         for node in followers:
             resp = asyncio.run(_send_one(group.addrs[node], topic))
@@ -115,11 +131,16 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
         assert asyncio.run(wait_roles(ns, group, 20)) == master
         want = sorted(b for q in by_queue.values() for b in q)
         assert asyncio.run(_read_until(reader, topic, want, 15)) == want
+        entries = _entries(group, master, None)
+        units = read_units(tmp_path / master / f"dledger-{master}" / "index", len(entries))
+        assert units == [(1, e.pos, e.size, e.index, e.term) for e in entries]
+        terms = set()
         for node in NODES:
             base = tmp_path / node / f"dledger-{node}"
             assert (base / "data").is_dir(), node
             assert (base / "index").is_dir(), node
-            assert (base / "currterm").is_file(), node
+            terms.add(parse_properties((base / "currterm").read_text())["currTerm"])
+        assert len(terms) == 1, terms
     except BaseException:
         group.dump()
         raise
@@ -204,7 +225,7 @@ def _consume_into(history: History, messages: list[StoredMessage]) -> None:
         history.consume(m.body.decode(), m.queue_id, m.queue_offset)
 
 
-def _entries(group: DLedgerGroup, node: str, end: int | None) -> list[object]:
+def _entries(group: DLedgerGroup, node: str, end: int | None) -> list[RawEntry]:
     return [e for f in walk_data_dir(_data_dir(group, node), end) for e in f.entries]
 
 
@@ -215,7 +236,7 @@ async def _wait_replicas_equal(group: DLedgerGroup, master: str, timeout_s: floa
         while True:
             want = _entries(group, master, None)
             last = want[-1] if want else None
-            end = last.pos + last.size if last is not None else 0  # type: ignore[attr-defined]
+            end = last.pos + last.size if last is not None else 0
             if all(_entries(group, n, end) == want for n in group.daemons if n != master):
                 return len(want)
             await asyncio.sleep(0.2)
