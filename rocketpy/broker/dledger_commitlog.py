@@ -119,6 +119,16 @@ class DLedgerCommitLog(CommitLog):
         return max(self.member.store.committed_pos, 0)
 
     @property
+    def flushed_offset(self) -> int:
+        """The committed position: the member flushes its data every ``flushFileInterval``
+        (10 ms), so flush lag is not tracked separately."""
+        return self.max_offset
+
+    @flushed_offset.setter
+    def flushed_offset(self, value: int) -> None:
+        del value  # the base class and the store start set it; the member owns flushing
+
+    @property
     def sync_flush(self) -> bool:
         """``flushDiskType`` is ignored in DLedger mode: a send waits for the quorum."""
         return False

@@ -376,3 +376,66 @@ def test_dledger_crash_all_under_load_recovers(tmp_path: Path) -> None:
         codes = group.stop_all()
         assert namesrv.stop() == 0
     assert set(codes.values()) == {0}, codes
+
+
+async def _wait_master(ns: str, group: DLedgerGroup, node: str, timeout_s: float) -> float:
+    """Wait until the NameServer lists ``node`` as brokerId 0 and the others as slaves; return
+    the seconds taken."""
+    began = time.monotonic()
+    async with asyncio.timeout(timeout_s):
+        while await wait_roles(ns, group, timeout_s) != node:
+            await asyncio.sleep(0.2)
+    return time.monotonic() - began
+
+
+async def _load_while(driver: LoadDriver, work: asyncio.Future[float]) -> float:
+    load = asyncio.create_task(driver.run(senders=2))
+    try:
+        return await work
+    finally:
+        driver.stop.set()
+        await asyncio.wait_for(load, 15)
+
+
+def test_dledger_preferred_leader_takes_back_leadership(tmp_path: Path) -> None:
+    """Section 6 check 7 (preferredLeaderId=n0 on all three):
+    1. Start the group. Expected: n0 becomes master (elected, or by transfer) within 20 s.
+    2. SIGKILL n0. Expected: another node becomes master.
+    3. Under load (two senders), restart n0. Expected: within 20 s n0 is brokerId 0 again and
+    the node that led meanwhile is demoted to its slave id (master services off, sends
+    refused); the history of the whole switch has no violation."""
+    namesrv, ns = start_namesrv(tmp_path)
+    group = start_group(tmp_path, ns, extra="preferredLeaderId=n0\n")
+    history = History()
+    try:
+        asyncio.run(_wait_master(ns, group, "n0", 20))
+        topic = unique("DLedgerPreferred")
+        asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
+        group.kill("n0")
+        interim = asyncio.run(wait_roles(ns, group, 30))
+        assert interim != "n0"
+
+        async def switch_back() -> float:
+            driver = LoadDriver(ns, topic, QUEUES, history)
+            loop = asyncio.get_running_loop()
+            restart = loop.run_in_executor(None, group.start, "n0")
+            await restart
+            took = asyncio.ensure_future(_wait_master(ns, group, "n0", 20))
+            return await _load_while(driver, took)
+
+        took = asyncio.run(switch_back())
+        assert took < 20
+        addr = group.addrs["n0"]
+        assert (
+            asyncio.run(_send_code(group.addrs[interim], topic, "x", 0)) == ResponseCode.SYSTEM_BUSY
+        )
+        _consume_into(history, asyncio.run(read_all(addr, topic, QUEUES, 30)))
+        assert history.summary().ok > 0, history.summary()
+        assert history.check() == [], history.summary()
+    except BaseException:
+        group.dump()
+        raise
+    finally:
+        codes = group.stop_all()
+        assert namesrv.stop() == 0
+    assert set(codes.values()) == {0}, codes
