@@ -72,8 +72,12 @@ async def _produce(ns: str, topic: str, count: int) -> list[tuple[str, int, int,
     return sent
 
 
-def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) -> None:
-    """1. Start mqnamesrv and brokers n0, n1, n2 of RaftNode00 in DLedger CommitLog mode.
+@pytest.mark.parametrize("batch_push", [False, True], ids=["single-push", "batch-push"])
+def test_dledger_group_boot_send_consume_and_followers_refuse(
+    tmp_path: Path, batch_push: bool
+) -> None:
+    """1. Start mqnamesrv and brokers n0, n1, n2 of RaftNode00 in DLedger CommitLog mode
+    (``enableBatchPush`` off, then on: the leader pushes entries one by one or in batches).
     Expected: within 20 s the NameServer lists one of them as brokerId 0 and the two others
     as selfNum + 1.
     2. Create the topic on all three, send 40 messages and a batch of 3 through our Producer.
@@ -92,7 +96,7 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
     serves pulls: within 15 s the 43 messages, from its own committed entries (its consume
     queues never hold an entry its committed position has not reached)."""
     namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns)
+    group = start_group(tmp_path, ns, extra=f"enableBatchPush={str(batch_push).lower()}\n")
     try:
         master = asyncio.run(wait_roles(ns, group, 20))
         topic = unique("DLedgerTopic")
@@ -126,7 +130,7 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(tmp_path: Path) ->
             assert asyncio.run(_pull_code(group.addrs[node], topic)) == ResponseCode.SYSTEM_BUSY
         asyncio.run(_wait_identical(group, master, 15))
         assert group.daemons.pop(followers[0]).stop() == 0
-        group.extra = "slaveReadEnable=true\n"
+        group.extra += "slaveReadEnable=true\n"
         reader = group.start(followers[0])
         assert asyncio.run(wait_roles(ns, group, 20)) == master
         want = sorted(b for q in by_queue.values() for b in q)
