@@ -106,6 +106,7 @@ class DLedgerRoles:
         self.member = store.member
         self.slave_id = slave_broker_id(self.member.config.self_id)
         self.is_master = False
+        self._master_term = -1
         #: Role changes applied so far (tests and statistics).
         self.changes = 0
         self._wanted: tuple[int, Role] | None = None
@@ -164,7 +165,14 @@ class DLedgerRoles:
 
     async def _apply(self, term: int, role: Role) -> None:
         if role is Role.LEADER:
-            if not self.is_master and await self._leader_ready(term):
+            if self.is_master and self._master_term == term:
+                return
+            if self.is_master:
+                # Leading again in a later term, the changes between coalesced: the log may
+                # have been truncated and appended to as a follower meanwhile, so writes wait
+                # for the queue table to be rebuilt from the new term's dispatched log.
+                self._host.runtime.is_slave = True
+            if await self._leader_ready(term):
                 await self._change(master=True, term=term)
         elif role is Role.FOLLOWER or self.is_master:
             await self._change(master=False, term=term)
@@ -192,7 +200,9 @@ class DLedgerRoles:
         host.apply_config(host.config.model_copy(update={"broker_id": broker_id}))
         structlog.contextvars.bind_contextvars(broker_id=broker_id)
         if master:
-            await host.master_services.start()
+            self._master_term = term
+            if not was_master:
+                await host.master_services.start()
             host.runtime.is_slave = False
         elif was_master:
             await host.master_services.stop()
