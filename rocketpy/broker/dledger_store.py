@@ -175,11 +175,12 @@ class DLedgerStoreAdapter(MessageStoreAdapter):
         """Lock the store, start the member (recovers the DLedger log, binds the peer port,
         joins elections), then recover and start the RocketMQ layer over it."""
         await self.store.lock()
-        await self.member.start()
         try:
+            await self.member.start()
             await super().start()
         except BaseException:
             await self.member.shutdown()
+            await self.store.stop()  # a store that did not start only gives its lock back
             raise
 
     async def stop(self) -> None:

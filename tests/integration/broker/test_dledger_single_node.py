@@ -5,7 +5,10 @@ queues where the DLedger log ends."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
+
+import pytest
 
 from rocketpy.broker.dledger_store import DLedgerStoreAdapter
 from rocketpy.broker.service import BrokerService
@@ -81,3 +84,24 @@ async def test_single_member_group_masters_and_restart_resumes_queues(
     assert bodies == [f"first-{i}".encode() for i in range(5)] + [
         f"second-{i}".encode() for i in range(3)
     ]
+
+
+async def test_peer_port_in_use_fails_start_and_releases_the_store(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """1. Hold the member's peer port, start the broker. Expected: start raises (nothing
+    serves). 2. Free the port, start again on the same store. Expected: it starts and masters
+    (the failed start gave the store lock and the files back)."""
+    (port,) = free_ports(1)
+    root = tmp_path / "busy"
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    try:
+        with pytest.raises(OSError):  # noqa: PT011 -- the bind error, whatever its errno
+            await broker_factory(store_root=root, store=_dledger_keys(port))
+    finally:
+        holder.close()
+    broker = await broker_factory(store_root=root, store=_dledger_keys(port))
+    await _master(broker)
