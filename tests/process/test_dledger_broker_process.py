@@ -1,11 +1,14 @@
 """Brokers in DLedger CommitLog mode (issue 22 item 3; dledger-commitlog.md section 6): three
 ``mqbroker`` processes of one group and a NameServer on loopback.
 
-Covered checks of section 6: 1 (boot: one master as brokerId 0, slaves as selfNum + 1, DLedger
-files), 2 (layout: offsetMsgId -> record at entry pos + 48 with a matching header, PHYSICALOFFSET,
-consume queue), 3 (followers refuse sends), 4 (SIGKILL of the leader under load: no SEND_OK
-lost, no queue offset names two messages, a new master, the old one rejoins as a slave),
-5 (byte identity), 6 (quorum loss: no SEND_OK, writes resume with a quorum).
+Covered checks of section 6: 1 (boot: one master as brokerId 0, slaves as selfNum + 1, one
+currTerm, DLedger files), 2 (layout: offsetMsgId -> record at entry pos + 48 with a matching
+header, index unit, PHYSICALOFFSET, consume queue; a batch is one entry per message), 3
+(followers refuse sends and, without slaveReadEnable, pulls), 4 (SIGKILL of the leader under
+load: no SEND_OK lost, no queue offset naming two messages, a new master, the old one rejoins
+as a slave), 5 (byte identity), 6 (quorum loss), 7 (preferred leader takes leadership back),
+8 (a divergent follower tail is truncated and reaches no consume queue), 10 (crash of all three
+under load), and batch push replicating (part of 9; no throughput figures here).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from rocketpy.client.message import Message, SendStatus
 from rocketpy.client.producer import Producer
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.message.decoder import decode_record
+from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.common.properties import parse_properties
+from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreConfig
 from tests.helpers.broker_client import JavaLikeClient
 from tests.helpers.cluster import unique
 from tests.helpers.dledger_brokers import (
@@ -230,6 +235,8 @@ def _consume_into(history: History, messages: list[StoredMessage]) -> None:
 
 
 def _entries(group: DLedgerGroup, node: str, end: int | None) -> list[RawEntry]:
+    if not _data_dir(group, node).is_dir():
+        return []  # nothing replicated to it yet
     return [e for f in walk_data_dir(_data_dir(group, node), end) for e in f.entries]
 
 
@@ -446,3 +453,74 @@ def test_dledger_preferred_leader_takes_back_leadership(tmp_path: Path) -> None:
         codes = group.stop_all()
         assert namesrv.stop() == 0
     assert set(codes.values()) == {0}, codes
+
+
+def _append_fake_entry(group: DLedgerGroup, node: str, topic: str, queue_offset: int) -> int:
+    """Append, offline, a well-formed entry of the node's last term holding a record no
+    producer sent (right pos, index and index unit): a divergent uncommitted tail. Returns
+    its index."""
+    store = DLedgerLogStore(
+        DLedgerStoreConfig(base_dir=group.tmp / node / f"dledger-{node}", data_file_size=65536)
+    )
+    store.load()
+    try:
+        record = encode_record(MessageRecord(topic=topic, queue_id=0, body=b"FAKE"))
+        header = store.append_as_leader(record, store.ledger_end_term, queue_offset=queue_offset)
+        store.flush()
+    finally:
+        store.close()
+    return header.index
+
+
+def test_dledger_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
+    """Section 6 check 8:
+    1. Start the group, create the topic, send 10 messages to queue 0; wait until every node
+    holds them; stop one follower (F) cleanly.
+    2. Append a well-formed fake entry (same term, another body) to F's log offline.
+    3. Send 10 more; force a new term by restarting the leader; restart F with
+    slaveReadEnable=true. Expected: F's log is cut back and catches up (every node holds the
+    master's entries); reading queue 0 from F gives the 20 real messages in order and never
+    the fake one (it reached no consume queue)."""
+    namesrv, ns = start_namesrv(tmp_path)
+    group = start_group(tmp_path, ns, extra="slaveReadEnable=true\n")
+    try:
+        leader = asyncio.run(wait_roles(ns, group, 20))
+        topic = unique("DLedgerDiverge")
+        asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
+        real = [f"r{i:02d}" for i in range(20)]
+        for body in real[:10]:
+            assert asyncio.run(_send_code(group.addrs[leader], topic, body, 0)) == 0
+        asyncio.run(_wait_replicas_equal(group, leader, 15))
+        follower = next(n for n in NODES if n != leader)
+        assert group.daemons.pop(follower).stop() == 0
+        _append_fake_entry(group, follower, topic, 10)
+        for body in real[10:]:
+            assert asyncio.run(_send_code(group.addrs[leader], topic, body, 0)) == 0
+        assert group.daemons.pop(leader).stop() == 0
+        group.start(leader)
+        master = asyncio.run(wait_roles(ns, group, 30))
+        group.start(follower)
+        assert asyncio.run(wait_roles(ns, group, 30)) == master
+        asyncio.run(_wait_replicas_equal(group, master, 20))
+        want = [b.encode() for b in real]
+        got = asyncio.run(_read_queue0_until(group.addrs[follower], topic, want, 15))
+        assert got == want
+    except BaseException:
+        group.dump()
+        raise
+    finally:
+        codes = group.stop_all()
+        assert namesrv.stop() == 0
+    assert set(codes.values()) == {0}, codes
+
+
+async def _read_queue0_until(
+    addr: str, topic: str, want: list[bytes], timeout_s: float
+) -> list[bytes]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = await read_queue(addr, topic, 0, timeout_s)
+        assert b"FAKE" not in got
+        if got == want or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(0.2)
