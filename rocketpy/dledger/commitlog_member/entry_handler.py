@@ -225,6 +225,13 @@ class EntryHandler:
 
     async def _control(self, request: PushEntryRequest) -> PushEntryResponse:
         if request.type is PushType.COMMIT:
+            if request.term == self.state.curr_term and self._verified_for != (
+                request.term, request.leader_id,
+            ):  # fmt: skip
+                # Nothing verified for this leader yet (restarted while it kept its APPEND
+                # state): 406 sends it back to COMPARE, or the committed index would wait for
+                # the next append. A Java leader ignores COMMIT answers.
+                return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
             self._update_committed(request)
             return self._response(request, DLedgerResponseCode.SUCCESS)
         entry = request.entry
