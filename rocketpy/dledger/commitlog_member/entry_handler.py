@@ -14,6 +14,8 @@ Deviation: the committed index never passes the last entry this term's leader ha
 here (appended from it, compared equal or truncated to). Upstream takes ``min(commitIndex,
 end)`` alone, so a follower back in the same term with a divergent tail can mark that tail
 committed from a COMMIT push before COMPARE finds it (dledger-commitlog.md section 6 check 8).
+A COMMIT push from a leader that verified nothing here yet (this process restarted while the
+leader stayed in APPEND) is answered 406, which sends our leader back to COMPARE.
 Must not: push or vote.
 """
 
