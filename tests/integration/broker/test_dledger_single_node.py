@@ -19,6 +19,8 @@ from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.dledger_brokers import free_ports
 from tests.integration.broker.conftest import BrokerFactory
 
+pytestmark = pytest.mark.integration
+
 TOPIC = "DLedgerSingle"
 
 
