@@ -44,7 +44,8 @@ from tests.helpers.dledger_files import RawEntry, read_units, walk_data_dir
 from tests.helpers.history import History
 from tests.helpers.processes import start_namesrv
 
-pytestmark = pytest.mark.process
+# three brokers with default DLedger timings (2 s heartbeats, failover ~8 s): room on a busy CI
+pytestmark = [pytest.mark.process, pytest.mark.timeout(150)]
 
 QUEUES = 4
 
