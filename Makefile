@@ -103,11 +103,21 @@ CLUSTER_DIR ?= $(CURDIR)/.cluster
 # PROXY=local (default): every broker serves gRPC too (--enable-proxy); PROXY=cluster: one
 # mqproxy; PROXY= (empty): no proxy. The summary prints the gRPC endpoints.
 PROXY ?= local
+# MODE=dledger: a NameServer and one DLedger CommitLog group of three brokers (conf/dledger/).
+MODE ?= controller
 cluster: $(STAMP)
+ifeq ($(MODE),dledger)
+	$(PY) -m rocketpy.tools.cluster_dledger start --dir "$(CLUSTER_DIR)"
+else
 	$(PY) -m rocketpy.tools.cluster start --dir "$(CLUSTER_DIR)" $(if $(EMBEDDED),--embedded) $(if $(PROXY),--proxy $(PROXY))
+endif
 
 cluster-kill-master: $(STAMP)
+ifeq ($(MODE),dledger)
+	$(PY) -m rocketpy.tools.cluster_dledger kill-master --dir "$(CLUSTER_DIR)"
+else
 	$(PY) -m rocketpy.tools.cluster kill-master --dir "$(CLUSTER_DIR)"
+endif
 
 cluster-stop: $(STAMP)
 	$(PY) -m rocketpy.tools.cluster stop --dir "$(CLUSTER_DIR)"

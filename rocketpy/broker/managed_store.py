@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.dledger_store import DLedgerStoreAdapter
 from rocketpy.broker.store_adapter import MessageStoreAdapter
 from rocketpy.broker.store_api import BrokerStore
 from rocketpy.common.clock import Clock
@@ -47,5 +48,8 @@ def default_store_factory(
     ha_config: HAConfig | None = None,
 ) -> StoreFactory:
     """``rocketpy.store``'s MessageStore behind the broker's store calls (with classic HA when
-    ``ha_config`` is given)."""
+    ``ha_config`` is given); with ``enableDLegerCommitLog=true`` the DLedger CommitLog store,
+    which replicates through its DLedger member instead."""
+    if store_config.enable_dleger_commit_log:
+        return lambda: DLedgerStoreAdapter(store_config, config, clock=clock)
     return lambda: MessageStoreAdapter(store_config, config, clock=clock, ha=ha_config)

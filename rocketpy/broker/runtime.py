@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig
-from rocketpy.broker.metrics import BrokerMetrics
+from rocketpy.broker.metrics import BrokerMetrics, stats_item_values
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.request_gate import RequestGate
@@ -67,6 +67,9 @@ class BrokerRuntime:
     ) = None
     #: ``totalReplicas`` of the set: strict-mode locks need ``totalReplicas // 2 + 1`` members.
     total_replicas: int = 1
+    #: DLedger CommitLog mode: a slave refuses pulls unless ``slaveReadEnable`` (upstream's
+    #: ``PullMessageProcessor.rejectRequest``); other modes serve them and redirect.
+    reject_slave_pulls: bool = False
     stats: BrokerStats = field(default_factory=BrokerStats)
     #: Per-topic/queue counters and histograms for metrics dumps and Prometheus.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
@@ -86,3 +89,8 @@ class BrokerRuntime:
     def broker_readable(self) -> bool:
         """``PermName.isReadable(brokerPermission)``."""
         return bool(self.config.broker_permission & PERM_READ)
+
+    async def sample_stats(self) -> None:
+        """The once-a-second sample of the stats counters and the per-item figures."""
+        self.stats.sample()
+        self.stats.items.sample(self.clock.monotonic_ms(), stats_item_values(self.metrics))

@@ -32,10 +32,10 @@ from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
+from rocketpy.broker.dledger_roles import DLedgerRoles
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.managed_store import ManagedStore, StoreFactory, default_store_factory
 from rocketpy.broker.master_services import MasterReput, MasterServices, build_timer
-from rocketpy.broker.metrics import stats_item_values
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
@@ -188,6 +188,7 @@ class BrokerService:
             stop=self._stop,
             tasks=self._tasks,
         )
+        self.dledger = DLedgerRoles.attach(self, store_config)  # DLedger CommitLog mode, else None
 
     def _attach_auto_ha(self, service: AutoSwitchHAService) -> None:
         """Controller mode: the AutoSwitch HA service, built once the epoch file is open."""
@@ -418,6 +419,8 @@ class BrokerService:
         await self.metrics.start()
         if self.replicas is not None:
             await self.replicas.start()
+        if self.dledger is not None:
+            self.dledger.start()
         if self.acting is not None:
             await self.acting.start()  # registers now, or after pre-online
         else:
@@ -474,7 +477,8 @@ class BrokerService:
             name=f"{name}/client-scan",
         )
         self._tasks.spawn(
-            periodic(1.0, self._sample_stats, stop=self._stop, name="stats"), name=f"{name}/stats"
+            periodic(1.0, self.runtime.sample_stats, stop=self._stop, name="stats"),
+            name=f"{name}/stats",
         )
 
     async def stop(self) -> None:
@@ -488,6 +492,8 @@ class BrokerService:
         budget = self._config.shutdown_timeout_ms / 1000
         if self.replicas is not None:
             await self.replicas.stop()
+        if self.dledger is not None:
+            await self.dledger.stop()
         if self._serving:
             log.info("broker shutdown: unregister from name servers")
             with contextlib.suppress(TimeoutError):
@@ -581,11 +587,6 @@ class BrokerService:
     def _notify_ids_changed(self, group: str, channels: Sequence[Channel]) -> None:
         if self._config.notify_consumer_ids_changed_enable:
             notify_consumer_ids_changed(group, channels)
-
-    async def _sample_stats(self) -> None:
-        rt = self.runtime
-        rt.stats.sample()
-        rt.stats.items.sample(rt.clock.monotonic_ms(), stats_item_values(rt.metrics))
 
     # -- live config -----------------------------------------------------------------------
 

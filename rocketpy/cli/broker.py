@@ -21,9 +21,11 @@ import asyncio
 import sys
 
 from rocketpy.broker.config import BrokerConfig
+from rocketpy.broker.dledger_roles import check_dledger_config
 from rocketpy.broker.service import BrokerService
 from rocketpy.cli import proxy as proxy_cli
 from rocketpy.cli.common import (
+    EXIT_CONFIG,
     boot,
     daemon_parser,
     load_settings,
@@ -33,6 +35,7 @@ from rocketpy.cli.common import (
 )
 from rocketpy.cli.local_proxy import load_local_config, local_proxy
 from rocketpy.common.aio import Service, run, serve_until_signalled
+from rocketpy.common.errors import ConfigError
 from rocketpy.ha.config import HAConfig
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.store.config import MessageStoreConfig
@@ -108,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     store_config, _ = load_settings(MessageStoreConfig, args)
     ha_config, _ = load_settings(HAConfig, args)
     ha_config = resolve_ha_config(ha_config, config)
+    try:
+        check_dledger_config(config, store_config)
+    except ConfigError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_CONFIG
     proxy_config = (
         load_local_config(args.proxy_config, config.namesrv_addr) if args.enable_proxy else None
     )

@@ -80,6 +80,14 @@ class MessageStoreConfig(RocketSettings):
     timer_enable_retry_until_success: bool = Field(False, alias="timerEnableRetryUntilSuccess")
     timer_congest_num_each_slot: int = Field(2147483647, alias="timerCongestNumEachSlot", ge=0)
     mapped_file_size_timer_log: int = Field(104857600, alias="mappedFileSizeTimerLog", ge=4096)
+    # DLedger CommitLog mode (dledger-commitlog.md section 4; checked by broker/dledger_config.py).
+    enable_dleger_commit_log: bool = Field(False, alias="enableDLegerCommitLog")
+    dleger_group: str | None = Field(None, alias="dLegerGroup")
+    dleger_peers: str | None = Field(None, alias="dLegerPeers")
+    dleger_self_id: str | None = Field(None, alias="dLegerSelfId")
+    preferred_leader_id: str | None = Field(None, alias="preferredLeaderId")
+    enable_batch_push: bool = Field(False, alias="enableBatchPush")
+    store_path_dledger_commit_log: str | None = Field(None, alias="storePathDLedgerCommitLog")
 
     @field_validator("timer_precision_ms")
     @classmethod

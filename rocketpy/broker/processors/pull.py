@@ -38,6 +38,8 @@ from rocketpy.store.get_types import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)
 
+REJECT_SLAVE_PULL: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
 FLAG_COMMIT_OFFSET: Final = 0x1
 FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
@@ -133,6 +135,8 @@ class PullMessageProcessor:
     ) -> tuple[SubscriptionGroupConfig, SubscriptionData]:
         """The checks of client-flows.md section 4.3, in order; RemoteError on failure."""
         rt = self._rt
+        if rt.reject_slave_pulls and rt.is_slave and not rt.config.slave_read_enable:
+            raise RemoteError(ResponseCode.SYSTEM_BUSY, REJECT_SLAVE_PULL)
         if not rt.broker_readable:
             raise RemoteError(
                 ResponseCode.NO_PERMISSION,

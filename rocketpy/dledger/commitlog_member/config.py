@@ -74,6 +74,7 @@ class DLedgerMemberConfig:
     rpc_timeout_ms: int = 3000  # DLedgerRpcNettyService's invokeAsync timeout
     data_file_size: int = DEFAULT_DATA_FILE_SIZE  # mappedFileSizeForEntryData
     index_file_size: int = DEFAULT_INDEX_FILE_SIZE  # mappedFileSizeForEntryIndex
+    data_dir: Path | None = None  # storePathDLedgerCommitLog (RocketMQ 5.x): data files here
     peer_map: dict[str, str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

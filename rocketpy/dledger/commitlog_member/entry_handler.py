@@ -14,6 +14,8 @@ Deviation: the committed index never passes the last entry this term's leader ha
 here (appended from it, compared equal or truncated to). Upstream takes ``min(commitIndex,
 end)`` alone, so a follower back in the same term with a divergent tail can mark that tail
 committed from a COMMIT push before COMPARE finds it (dledger-commitlog.md section 6 check 8).
+A COMMIT push from a leader that verified nothing here yet (this process restarted while the
+leader stayed in APPEND) is answered 406, which sends our leader back to COMPARE.
 Must not: push or vote.
 """
 
@@ -225,6 +227,13 @@ class EntryHandler:
 
     async def _control(self, request: PushEntryRequest) -> PushEntryResponse:
         if request.type is PushType.COMMIT:
+            if request.term == self.state.curr_term and self._verified_for != (
+                request.term, request.leader_id,
+            ):  # fmt: skip
+                # Nothing verified for this leader yet (restarted while it kept its APPEND
+                # state): 406 sends it back to COMPARE, or the committed index would wait for
+                # the next append. A Java leader ignores COMMIT answers.
+                return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
             self._update_committed(request)
             return self._response(request, DLedgerResponseCode.SUCCESS)
         entry = request.entry

@@ -128,6 +128,7 @@ class DLedgerMember:
                 base_dir=config.base_dir,
                 data_file_size=config.data_file_size,
                 index_file_size=config.index_file_size,
+                data_dir=config.data_dir,
             )
         )
         self.rpc = PeerRpc(

@@ -457,12 +457,22 @@ class EntryDispatcher:
 
     def _do_commit(self) -> None:
         if self._now() - self.last_push_commit_ms > COMMIT_PUSH_INTERVAL_MS:
-            self._tasks.spawn(
-                self.p.rpc.invoke(
-                    DLedgerRequestCode.PUSH, self._request(PushType.COMMIT), PushEntryResponse
-                )
-            )
+            self._tasks.spawn(self._push_commit(self._request(PushType.COMMIT)))
             self.last_push_commit_ms = self._now()
+
+    async def _push_commit(self, request: PushEntryRequest) -> None:
+        """A bare COMMIT; 406 in this term (a follower that verified nothing of ours yet, e.g.
+        restarted) -> COMPARE again."""
+        resp = await self.p.rpc.invoke(DLedgerRequestCode.PUSH, request, PushEntryResponse)
+        if (
+            resp is not None
+            and resp.code == DLedgerResponseCode.INCONSISTENT_STATE
+            and resp.term == self.term == request.term
+            and self.type is PushType.APPEND
+        ):
+            log.info("dledger commit push inconsistent, compare again", peer=self.peer)
+            self._change_state(-1, PushType.COMPARE)
+            self.wakeup.set()
 
     # -- COMPARE / TRUNCATE -----------------------------------------------------------------
 

@@ -282,17 +282,25 @@ def index_unit_of(h: EntryHeader) -> IndexUnit:
 
 
 def patch_record(
-    buf: Buf, entry_off: int, entry_pos: int, *, queue_offset: int | None = None
+    buf: Buf,
+    entry_off: int,
+    entry_pos: int,
+    *,
+    queue_offset: int | None = None,
+    body_length: int | None = None,
 ) -> None:
     """Section 1.3 on the record inside an entry whose bytes start at ``buf[entry_off]`` and
     which is written at data offset ``entry_pos``: PHYSICALOFFSET (record +28) = ``entry_pos +
     48`` (``DLedgerCommitLog``'s append hook) and, when given, QUEUEOFFSET (record +20).
+    ``body_length``: the entry's body length (default: the rest of ``buf``); the patch never
+    writes past it, whatever follows the entry in ``buf`` (a mapped file).
 
     Raises:
         EntryCodecError: the body is too short to be a record.
     """
     rec = entry_off + BODY_OFFSET
-    if len(buf) - rec < PHYSICAL_OFFSET_POS + 8:
+    room = len(buf) - rec if body_length is None else min(body_length, len(buf) - rec)
+    if room < PHYSICAL_OFFSET_POS + 8:
         raise EntryCodecError("body too short for a message record", field="body", offset=rec)
     _INT64.pack_into(buf, rec + PHYSICAL_OFFSET_POS, record_offset(entry_pos))
     if queue_offset is not None:

@@ -55,6 +55,8 @@ log = structlog.get_logger(__name__)
 DEFAULT_DATA_FILE_SIZE: Final = 1024 * 1024 * 1024
 #: ``mappedFileSizeForEntryIndex``: 32 bytes x 5 Mi units.
 DEFAULT_INDEX_FILE_SIZE: Final = INDEX_UNIT_SIZE * 5 * 1024 * 1024
+#: The shortest body :func:`patch_record` can patch: up to PHYSICALOFFSET's end (record +36).
+MIN_RECORD_BODY: Final = 36
 
 
 def dledger_base_dir(store_root: Path, self_id: str) -> Path:
@@ -171,6 +173,9 @@ class DLedgerLogStore:
         """
         if term < self.ledger_end_term:
             raise DLedgerStoreError("INCONSISTENT_TERM", f"term {term} < {self.ledger_end_term}")
+        if patch and len(body) < MIN_RECORD_BODY:
+            # Checked before anything is written: the patch would land past the body.
+            raise DLedgerStoreError("BODY_TOO_SHORT", f"{len(body)} bytes is no message record")
         size = BODY_OFFSET + len(body)
         mf, rel = self.data.last_for_write(size)
         pos = mf.file_from_offset + rel
@@ -185,7 +190,7 @@ class DLedgerLogStore:
         buf = mf.buffer
         buf[rel + BODY_OFFSET : rel + size] = body
         if patch:
-            patch_record(buf, rel, pos, queue_offset=queue_offset)
+            patch_record(buf, rel, pos, queue_offset=queue_offset, body_length=len(body))
         self._finish_entry(mf.buffer, rel, header)
         mf.wrote_position = rel + size
         self._append_index(header)

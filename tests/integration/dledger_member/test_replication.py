@@ -201,3 +201,29 @@ async def test_shutdown_answers_pending_appends(make_group: Any) -> None:
     await g.stop(leader.config.self_id)
     assert pending.future.done()
     assert pending.future.result().code == DLedgerResponseCode.INTERNAL_ERROR
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["single-push", "batch-push"])
+async def test_restarted_follower_learns_commit_without_new_appends(
+    make_group: Any, batch: bool
+) -> None:
+    """1. Append 20 entries; stop one follower as soon as it holds them all (before a COMMIT
+    push raised its committed index to the end). 2. Restart it while the
+    leader stays leader of the same term (its dispatcher for that peer is still in APPEND and
+    has nothing more to push). Expected: within 5 s, with no further append, the restarted
+    follower's committed index reaches the leader's (its first COMMIT push finds nothing
+    verified for this leader yet, is answered 406 and sends the leader back to COMPARE)."""
+    g: Group = await make_group(enable_batch_push=batch)
+    leader = await g.wait_leader()
+    assert await leader.wait_leader_ready(2)
+    follower_id, follower = next((i, m) for i, m in g.members.items() if m is not leader)
+    await _append_many(leader, 0, 20)
+    await wait_until(lambda: follower.store.ledger_end_index == 19, 5)
+    term = leader.term
+    # stopped before a COMMIT push told it the last entry is committed: it restarts with the
+    # whole log but a committed index (from its checkpoint) behind the leader's
+    await g.stop(follower_id)
+    again = await g.start(follower_id)
+    assert again.store.ledger_end_index == 19
+    await wait_until(lambda: again.store.committed_index == 19, 5)
+    assert leader.term == term

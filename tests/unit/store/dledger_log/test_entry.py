@@ -111,6 +111,21 @@ def test_patch_record_writes_physical_and_queue_offset() -> None:
         patch_record(bytearray(60), 0, 0)
 
 
+def test_patch_record_stays_inside_a_short_body() -> None:
+    """1. A 20-byte body followed by other bytes in one buffer (as in a mapped file).
+    2. Patch with the body's length given.
+    Expected: refused (the patch ends at record +36), the bytes after the body untouched; a
+    body of exactly 36 bytes is patched."""
+    buf = bytearray(48 + 20) + bytearray(b"\xaa" * 64)
+    with pytest.raises(EntryCodecError):
+        patch_record(buf, 0, 0, body_length=20)
+    assert buf[68:] == b"\xaa" * 64
+    ok = bytearray(48 + 36) + bytearray(b"\xaa" * 8)
+    patch_record(ok, 0, 0, body_length=36)
+    assert struct.unpack_from(">q", ok, 48 + 28)[0] == 48
+    assert ok[84:] == b"\xaa" * 8
+
+
 def test_check_entry_size_frames_entries() -> None:
     """``checkMessageAndReturnSize`` framing: an entry -> its size; blank -> 0; zeros, a torn
     entry, an old CommitLog record or blank -> -1."""

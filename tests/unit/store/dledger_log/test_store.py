@@ -267,3 +267,21 @@ def test_files_made_ahead_are_used_or_dropped(small: DLedgerLogStore) -> None:
     small.truncate_after(0)
     assert sorted(p.name for p in small.data.directory.iterdir()) == [f"{0:020d}"]
     assert sorted(p.name for p in small.index.directory.iterdir()) == [f"{0:020d}"]
+
+
+def test_short_body_with_patching_is_refused(small: DLedgerLogStore) -> None:
+    """1. Append a 20-byte body with patching on into an empty data file (room for far more).
+    2. Append the same body with ``patch=False``. 3. Append a real record.
+    Expected: step 1 raises BODY_TOO_SHORT and writes nothing (no entry, no index unit, data
+    end still 0: the PHYSICALOFFSET patch would have written 8 bytes past the body); step 2
+    stores the body verbatim at index 0; the record of step 3 follows it untouched."""
+    short = b"\x07" * 20
+    with pytest.raises(DLedgerStoreError, match="BODY_TOO_SHORT"):
+        small.append_as_leader(short, 1)
+    assert (small.ledger_end_index, small.data.max_wrote_position) == (-1, 0)
+    h = small.append_as_leader(short, 1, patch=False)
+    assert (h.index, h.pos, small.get(0).body) == (0, 0, short)
+    h2 = small.append_as_leader(record(1), 1)
+    assert h2.pos == 48 + 20
+    assert small.data.read(h.pos + 48, 20 + 48) == short + small.data.read(h2.pos, 48)
+    assert decode_record(small.get(1).body).physical_offset == h2.pos + 48

@@ -1,0 +1,338 @@
+"""The CommitLog of DLedger CommitLog mode: sends become DLedger member appends
+(dledger-commitlog.md sections 1.3, 1.4 and 4).
+
+Owns: encoding each message into its own record (one entry per message, a batch = one entry
+per message), assigning queue offsets (given back when the member refuses the append), mapping
+the quorum's answer to a :class:`PutResult` (SEND_OK only once the entry is committed in a
+majority), the record's physical offset = entry pos + 48 (``wroteOffset``, msgId), the dispatch
+bound = the member's committed position, and :class:`DLedgerReput`, the reput that steps over
+whole entries and parses the record inside each. Mirrors upstream's ``DLedgerCommitLog``
+(``asyncPutMessage``/``asyncPutMessages``, ``getConfirmOffset``, ``checkMessageAndReturnSize``).
+Must not: write the data files itself (the member's log does, and patches PHYSICALOFFSET),
+flush (the member flushes every ``flushFileInterval``), or serve anything uncommitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from typing import Any
+from zlib import crc32
+
+import structlog
+
+from rocketpy.common.clock import Clock
+from rocketpy.common.errors import StoreError
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES
+from rocketpy.common.message.record import (
+    BORNHOST_V6_FLAG,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOST_V6_FLAG,
+    Address,
+    is_prepared_or_rollback,
+    pack_address,
+    record_struct,
+)
+from rocketpy.dledger.commitlog_member.member import (
+    DLedgerAppendError,
+    DLedgerMember,
+    PendingEntry,
+)
+from rocketpy.dledger.commitlog_member.protocol import AppendEntryResponse, DLedgerResponseCode
+from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+    batch_fields_fit,
+    fields_fit,
+)
+from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.consume_queue.reput import ReputService, scan_record
+from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
+
+log = structlog.get_logger(__name__)
+
+_CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+#: Beyond the member's own ack wait (it answers 502 after ``maxWaitAckTimeMs``): a future
+#: that never resolves (member shut down mid-wait) still ends the send.
+_ANSWER_MARGIN_S = 2.0
+
+#: The quorum's answer -> what the send reports (section 4's table).
+_ANSWERS: dict[int, PutMessageStatus] = {
+    DLedgerResponseCode.SUCCESS: PutMessageStatus.PUT_OK,
+    DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
+    DLedgerResponseCode.INCONSISTENT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    DLedgerResponseCode.NOT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    DLedgerResponseCode.LEADER_NOT_READY: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    DLedgerResponseCode.DISK_FULL: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    DLedgerResponseCode.LEADER_PENDING_FULL: PutMessageStatus.OS_PAGE_CACHE_BUSY,
+}
+
+
+def answer_status(code: int) -> PutMessageStatus:
+    """The put status of a DLedger append answer (anything unlisted: UNKNOWN_ERROR, the
+    outcome is indeterminate)."""
+    return _ANSWERS.get(code, PutMessageStatus.UNKNOWN_ERROR)
+
+
+class DLedgerCommitLog(CommitLog):
+    """A :class:`CommitLog` whose appends go through a :class:`DLedgerMember`.
+
+    ``mfq`` is the member's data file queue, so reads by physical offset (pulls, lookups by
+    offset) read records straight out of the DLedger data files.
+    """
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        member: DLedgerMember,
+        *,
+        store_host: Address,
+        clock: Clock,
+        flush_executor: Executor,
+        alloc_executor: Executor,
+        on_append: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__(
+            config,
+            store_host=store_host,
+            clock=clock,
+            flush_executor=flush_executor,
+            alloc_executor=alloc_executor,
+            on_append=on_append,
+        )
+        self.member = member
+        self.mfq = member.store.data.queue
+        self._dispatched_timestamp = 0
+        self._answer_timeout_s = member.config.max_wait_ack_time_ms / 1000 + _ANSWER_MARGIN_S
+
+    # -- positions -------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        """``getMaxOffset``: the committed position (the end of the last committed entry)."""
+        return max(self.member.store.committed_pos, 0)
+
+    @property
+    def flushed_offset(self) -> int:
+        """The committed position: the member flushes its data every ``flushFileInterval``
+        (10 ms), so flush lag is not tracked separately."""
+        return self.max_offset
+
+    @flushed_offset.setter
+    def flushed_offset(self, value: int) -> None:
+        del value  # the base class and the store start set it; the member owns flushing
+
+    @property
+    def sync_flush(self) -> bool:
+        """``flushDiskType`` is ignored in DLedger mode: a send waits for the quorum."""
+        return False
+
+    @property
+    def flushed_store_timestamp(self) -> int:
+        """Store time of the last record dispatched (committed, and flushed by the member
+        every 10 ms): the checkpoint's ``physicMsgTimestamp``."""
+        return max(self._dispatched_timestamp, self.replicated_timestamp()[0])
+
+    @flushed_store_timestamp.setter
+    def flushed_store_timestamp(self, value: int) -> None:
+        self._dispatched_timestamp = value
+
+    def confirm_offset(self) -> int:
+        """Dispatch bound: the committed position (uncommitted entries are never dispatched)."""
+        return self.max_offset
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take appends (no flush task: the member flushes)."""
+        self.writable = True
+
+    async def stop(self) -> None:
+        """Refuse appends. Idempotent."""
+        self.writable = False
+
+    async def append_replicated(self, start_offset: int, data: bytes) -> None:
+        """Not in DLedger mode: followers get entries from the member's pushes."""
+        del start_offset, data
+        raise StoreError("DLedger CommitLog mode replicates through the DLedger member")
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | None:
+        """Not in DLedger mode (no classic HA)."""
+        del offset, max_bytes
+        return None
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def put_message(
+        self, msg: MessageToStore, appended: Callable[[], None] | None = None
+    ) -> Coroutine[Any, Any, PutResult]:
+        """Append ``msg`` as one entry and wait for the quorum's answer."""
+        return self._put_entries(msg, appended)
+
+    def put_message_nowait(self, msg: MessageToStore) -> PutResult | None:
+        """Always None: every send waits for the quorum."""
+        del msg
+        return None
+
+    def put_batch(
+        self, batch: MessageBatch, appended: Callable[[], None] | None = None
+    ) -> Coroutine[Any, Any, PutResult]:
+        """Append each message of ``batch`` as its own entry; PUT_OK once all are committed."""
+        return self._put_entries(batch, appended)
+
+    def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
+        """Always None, as :meth:`put_message_nowait`."""
+        del batch
+        return None
+
+    async def _put_entries(
+        self, what: MessageToStore | MessageBatch, appended: Callable[[], None] | None
+    ) -> PutResult:
+        if not self.writable or self.disk_full:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        first = self._append(what)
+        if isinstance(first, PutResult):
+            return first
+        result, pending = first
+        if appended is not None:
+            appended()
+        status = PutMessageStatus.PUT_OK
+        for entry in pending:
+            answer = await self._answer(entry)
+            if status is PutMessageStatus.PUT_OK and answer is not PutMessageStatus.PUT_OK:
+                status = answer
+        if status is not PutMessageStatus.PUT_OK:
+            log.warning("dledger append not committed", status=status.value,
+                        first_index=pending[0].index, entries=len(pending))  # fmt: skip
+            result.status = status
+        return result
+
+    async def _answer(self, entry: PendingEntry) -> PutMessageStatus:
+        try:
+            async with asyncio.timeout(self._answer_timeout_s):
+                response: AppendEntryResponse = await asyncio.shield(entry.future)
+        except TimeoutError:
+            return PutMessageStatus.UNKNOWN_ERROR
+        except asyncio.CancelledError:
+            if entry.future.cancelled():
+                return PutMessageStatus.UNKNOWN_ERROR
+            raise
+        return answer_status(response.code)
+
+    def _append(
+        self, what: MessageToStore | MessageBatch
+    ) -> PutResult | tuple[PutResult, list[PendingEntry]]:
+        """Encode, take queue offsets and append every entry, with no await in between (the
+        loop is the only writer): a refusal of the first entry gives the offsets back."""
+        if isinstance(what, MessageBatch):
+            if not what.items or not batch_fields_fit(what):
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            items = what.items
+            prepared = 0
+        else:
+            if not fields_fit(what):
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            items = [(what.flag, what.body, what.properties)]
+            prepared = what.prepared_transaction_offset
+        records: list[bytes] = []
+        now = self.clock.wall_ms()
+        max_body = self.config.max_message_size
+        for flag, body, text in items:
+            if len(body) > max_body:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            props = text.encode()
+            if len(props) > MAX_PROPERTIES_BYTES:
+                return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+            records.append(self._encode(what, flag, body, props, prepared, now))
+        sys_flag = what.sys_flag
+        key = queue_key(what.topic, what.queue_id)
+        step = 0 if is_prepared_or_rollback(sys_flag) else 1
+        first_queue_offset = self._take_queue_offsets(
+            what.topic, what.queue_id, sys_flag, len(records)
+        )
+        pending: list[PendingEntry] = []
+        queue_offset = first_queue_offset
+        for rec in records:
+            try:
+                entry = self.member.append_nowait(rec, queue_offset=queue_offset if step else None)
+            except DLedgerAppendError as e:
+                if step:  # the offsets of entries not appended are not used
+                    self.topic_queue_table[key] = queue_offset
+                if not pending:
+                    log.info("dledger append refused", code=e.code, topic=what.topic)
+                    return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
+                break
+            pending.append(entry)
+            queue_offset += step
+        self.last_store_timestamp = now
+        self._on_append()
+        prefix = self._msg_id_prefix
+        offsets = [e.pos + BODY_OFFSET for e in pending]
+        ids = ",".join(f"{prefix}{o:016X}" for o in offsets)
+        total = sum(len(r) for r in records[: len(pending)])
+        result = PutResult(
+            PutMessageStatus.PUT_OK, offsets[0], total, ids, first_queue_offset, now, len(pending)
+        )
+        if len(pending) < len(records):
+            result.status = PutMessageStatus.OS_PAGE_CACHE_BUSY
+        return result, pending
+
+    def _encode(  # noqa: PLR0917 -- positional: called per record
+        self, what: MessageToStore | MessageBatch, flag: int, body: bytes, props: bytes,
+        prepared: int, now: int,
+    ) -> bytes:  # fmt: skip
+        """One record, as the CommitLog lays it out; QUEUEOFFSET and PHYSICALOFFSET are
+        written by the log at append."""
+        topic = self._topic_bytes.get(what.topic) or self._topic_of(what.topic)
+        born = pack_address(what.born_host)
+        store = self._store_host_bytes
+        topic_len = len(topic)
+        st = record_struct(len(born), len(store), len(body), topic_len, len(props), topic_len > 127)
+        buf = bytearray(st.size)
+        st.pack_into(
+            buf, 0, st.size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
+            crc32(body) & 0x7FFFFFFF, what.queue_id, flag, 0, 0,
+            (what.sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+            | self._store_v6_flag, what.born_timestamp, born, now, store,
+            what.reconsume_times, prepared, len(body), body, topic_len, topic, len(props), props,
+        )  # fmt: skip
+        return bytes(buf)
+
+
+class DLedgerReput(ReputService):
+    """The reput over DLedger data files: positions are entry positions; each step parses the
+    record at entry pos + 48 and moves to the next entry (``DLedgerCommitLog``'s
+    ``checkMessageAndReturnSize``), rolling to the next file at a blank tail. The bound is the
+    committed position."""
+
+    def _take_scanned(self, offset: int, bound: int) -> DispatchRequest | None:
+        while offset < bound:
+            mf = self.mfq.find(offset)
+            if mf is None:
+                return None
+            rel = offset - mf.file_from_offset
+            size = check_entry_size(mf.buffer, rel)
+            if size == 0:  # the blank tail: the next file's first entry
+                if offset != self.reput_from:
+                    return None
+                self.reput_from = offset = mf.file_from_offset + mf.size
+                continue
+            if size < 0 or offset + size > bound:
+                if size < 0 and offset == self.reput_from:
+                    log.error("dledger reput found no entry", offset=offset)
+                return None
+            view = mf.view(rel + BODY_OFFSET, size - BODY_OFFSET)
+            try:
+                req, _ = scan_record(view, offset + BODY_OFFSET, check_crc=self.check_crc)
+            finally:
+                view.release()
+            if req is None and offset == self.reput_from:
+                log.error("dledger reput found an invalid record", offset=offset + BODY_OFFSET)
+            return req
+        return None
