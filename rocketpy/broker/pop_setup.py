@@ -25,7 +25,7 @@ from rocketpy.broker.pop_revive import PopReviveService
 from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.pop import PopMessageProcessor
 from rocketpy.broker.processors.pop_query import PopQueryProcessor
-from rocketpy.broker.request_gate import RequestGate, gated
+from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.aio import periodic
 from rocketpy.remoting.protocol import pop as codec
@@ -70,6 +70,7 @@ class PopSetup:
             pop=self.pop,
             order_info=self.order_info,
             notify_queue=self.polling.notify_key,
+            put_revive_nowait=self._put_nowait,
         )
         self.revive = PopReviveService(
             rt, revive_topic=self.revive_topic, put=self._put, on_failure=on_failure
@@ -87,8 +88,14 @@ class PopSetup:
         )
         self._rt.gates["pop"] = gate
         handlers = {**self.pop.handlers(), **self.query.handlers(), **self.ack.handlers()}
+        fast = self.ack.nowait_handlers()
         for code, processor in handlers.items():
-            registry.register(code, gated(gate, processor))
+            nowait = fast.get(code)
+            registry.register(
+                code,
+                gated(gate, processor),
+                nowait=None if nowait is None else gated_nowait(gate, nowait, processor),
+            )
 
     async def start(self) -> None:
         """Load the order info, listen for arrivals, start the revive service (it works only
@@ -131,6 +138,15 @@ class PopSetup:
         rt = self._rt
         result = await rt.store.put_message(msg)
         if result.stored:
+            rt.stats.inc_put()
+            rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
+        return result
+
+    def _put_nowait(self, msg: MessageToStore) -> PutResult | None:
+        """:meth:`_put` when the store appends at once; None (nothing written) otherwise."""
+        rt = self._rt
+        result = rt.store.put_message_nowait(msg)
+        if result is not None and result.stored:
             rt.stats.inc_put()
             rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
         return result

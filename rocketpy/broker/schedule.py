@@ -18,6 +18,7 @@ import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -80,6 +81,16 @@ def message_timeup(msg: StoredMessage) -> MessageToStore:
     )
 
 
+@dataclass(slots=True)
+class _Held:
+    """A level's batch held between rounds: ``records[0]`` (decoded: ``head``) is the first
+    not yet due; valid while the level's offset is still ``offset``."""
+
+    offset: int
+    head: StoredMessage
+    records: list[bytes]
+
+
 class ScheduleMessageService:
     """Delayed delivery by level."""
 
@@ -110,6 +121,10 @@ class ScheduleMessageService:
         self._persist_s = persist_interval_ms / 1000
         self._clock = clock
         self._offsets: dict[int, int] = {}
+        #: level -> the rest of the batch last read, from its first record not yet due: while
+        #: the level's offset stays where it stopped, the next rounds go on from it instead of
+        #: re-reading (and re-decoding) a batch of up to 32 records per delivered message
+        self._held: dict[int, _Held] = {}
         self._data_version = DataVersion(timestamp=clock.wall_ms())
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -138,6 +153,7 @@ class ScheduleMessageService:
         """Slave metadata sync (``syncDelayOffset`` + ``loadWhenSyncDelayOffset``): the
         master's progress replaces ours and is written to ``delayOffset.json``."""
         self._offsets = dict(table.offset_table)
+        self._held.clear()
         if table.data_version is not None:
             self._data_version = table.data_version
         await self.persist()
@@ -198,13 +214,42 @@ class ScheduleMessageService:
             Milliseconds until the next record of the level is due (the scan interval when the
             queue is drained), or the retry pause after a failed re-put.
         """
-        queue_id = level - 1
         offset = self._offsets.get(level, 0)
-        scan_ms = int(self._scan_s * 1000)
+        held = self._held.pop(level, None)
+        if held is not None and held.offset == offset:
+            head: StoredMessage | None = held.head
+            records = held.records
+        else:
+            read = self._read(level, offset)
+            if isinstance(read, int):
+                return read
+            head, records = None, read
+        delay_ms = self._levels[level]
+        for i, record in enumerate(records):
+            msg = head if head is not None and i == 0 else self._store.decode_message(record)
+            now = self._clock.wall_ms()
+            due = min(msg.store_timestamp + delay_ms, now + delay_ms)
+            if due > now:
+                self._held[level] = _Held(self._offsets.get(level, 0), msg, records[i:])
+                return due - now
+            put = await self._reput(message_timeup(msg))
+            if not put.stored:
+                log.error(
+                    "ScheduleMessageService, a message time up, but reput it failed",
+                    topic=msg.properties.get(MessageConst.REAL_TOPIC),
+                    status=put.status.value,
+                )
+                return _RETRY_AFTER_FAILURE_MS
+            self._set_offset(level, msg.queue_offset + 1)
+        return 0
+
+    def _read(self, level: int, offset: int) -> list[bytes] | int:
+        """Up to a batch of the level's records from ``offset``, or how long to wait (no
+        records, or the offset was corrected)."""
         result = self._store.get_message(
             _SCHEDULE_GROUP,
             tv.RMQ_SYS_SCHEDULE_TOPIC,
-            queue_id,
+            level - 1,
             offset,
             max_msg_nums=_BATCH,
             max_total_bytes=4 * 1024 * 1024,
@@ -220,24 +265,8 @@ class ScheduleMessageService:
             self._set_offset(level, result.next_begin_offset)
             return 0
         if result.status != GetMessageStatus.FOUND:
-            return scan_ms
-        delay_ms = self._levels[level]
-        for record in result.records:
-            msg = self._store.decode_message(record)
-            now = self._clock.wall_ms()
-            due = min(msg.store_timestamp + delay_ms, now + delay_ms)
-            if due > now:
-                return due - now
-            put = await self._reput(message_timeup(msg))
-            if not put.stored:
-                log.error(
-                    "ScheduleMessageService, a message time up, but reput it failed",
-                    topic=msg.properties.get(MessageConst.REAL_TOPIC),
-                    status=put.status.value,
-                )
-                return _RETRY_AFTER_FAILURE_MS
-            self._set_offset(level, msg.queue_offset + 1)
-        return 0
+            return int(self._scan_s * 1000)
+        return list(result.records)
 
     def _set_offset(self, level: int, offset: int) -> None:
         self._offsets[level] = offset
@@ -258,6 +287,7 @@ class ScheduleMessageService:
             How many levels moved forward.
         """
         raised = 0
+        self._held.clear()
         for level, offset in table.offset_table.items():
             if offset > self._offsets.get(level, -1):
                 self._offsets[level] = offset

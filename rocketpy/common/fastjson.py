@@ -30,6 +30,7 @@ before the closing brace (``store.md`` section 7).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -75,8 +76,14 @@ class JavaSet(list[Any]):
     __slots__ = ()
 
 
+#: A character :func:`quote` escapes; strings without one are written as they are.
+_NEEDS_ESCAPE: Final = re.compile(r'[\x00-\x1f"\\\x7f-\x9f]')
+
+
 def quote(text: str) -> str:
     """Quote a string as fastjson's ``SerializeWriter.writeStringWithDoubleQuote`` does."""
+    if _NEEDS_ESCAPE.search(text) is None:  # the common case: nothing to escape
+        return f'"{text}"'
     out: list[str] = ['"']
     for ch in text:
         short = _SHORT_ESCAPES.get(ch)
@@ -241,6 +248,10 @@ def loads(text: str | bytes) -> Any:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as e:
             raise CodecError("JSON is not UTF-8", field="json", offset=e.start) from e
+    try:  # standard JSON (most bodies) parses as it is: bare integer keys are never valid JSON
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
     try:
         return json.loads(quote_integer_keys(text))
     except json.JSONDecodeError as e:

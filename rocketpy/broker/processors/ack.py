@@ -16,7 +16,7 @@ CHANGE_MESSAGE_INVISIBLETIME refuses ``offset == maxOffset`` (proxy.md section 3
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
@@ -34,13 +34,15 @@ from rocketpy.remoting.protocol.headers.pop import (
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
 )
-from rocketpy.remoting.transport.dispatch import Processor, RequestContext
-from rocketpy.store.commit_log.put_types import MessageToStore
+from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
+from rocketpy.store.commit_log.put_types import MessageToStore, PutResult
 
 log = structlog.get_logger(__name__)
 
 #: Wakes parked pops of a queue whose orderly batch was acked: (topic, group, queue id).
 NotifyQueue = Callable[[str, str, int], None]
+#: Puts a revive message when the store can append at once; None (nothing written) otherwise.
+RevivePutNowait = Callable[[MessageToStore], PutResult | None]
 
 
 class AckMessageProcessor:
@@ -55,12 +57,15 @@ class AckMessageProcessor:
         pop: PopMessageProcessor,
         order_info: ConsumerOrderInfoManager,
         notify_queue: NotifyQueue,
+        put_revive_nowait: RevivePutNowait | None = None,
     ) -> None:
         """Args: ``rt`` shared state; ``revive_topic``/``put_revive`` where acks go; ``pop``
-        builds checkpoints; ``order_info`` orderly state; ``notify_queue`` wakes parked pops."""
+        builds checkpoints; ``order_info`` orderly state; ``notify_queue`` wakes parked pops;
+        ``put_revive_nowait`` lets an ACK_MESSAGE be answered without a task."""
         self._rt = rt
         self._revive_topic = revive_topic
         self._put_revive = put_revive
+        self._put_revive_nowait = put_revive_nowait
         self._pop = pop
         self._order = order_info
         self._notify_queue = notify_queue
@@ -72,6 +77,10 @@ class AckMessageProcessor:
             RequestCode.BATCH_ACK_MESSAGE: self.batch_ack_message,
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
         }
+
+    def nowait_handlers(self) -> Mapping[int, NowaitProcessor]:
+        """The codes also served synchronously (the connection calls them without a task)."""
+        return {RequestCode.ACK_MESSAGE: self.ack_message_nowait}
 
     def _check(self, topic: str, queue_id: int, offset: int, *, upper_open: bool) -> None:
         rt = self._rt
@@ -108,6 +117,16 @@ class AckMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
         """``AckMessageProcessor.processRequest`` for one handle."""
+        result = self.ack_message_nowait(ctx, request)
+        if result is None or isinstance(result, RemotingCommand):
+            return result
+        return await result
+
+    def ack_message_nowait(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """:meth:`ack_message` answered at once when the ``ack`` message can be appended
+        without waiting (no task per ack), else the awaitable that finishes it."""
         h = from_ext(AckMessageRequestHeader, request.ext_fields)
         self._check(h.topic, h.queue_id, h.offset, upper_open=False)
         extra = self._extra(h.extra_info)
@@ -123,7 +142,17 @@ class AckMessageProcessor:
             pop_time=extra.pop_time,
             broker_name=extra.broker_name,
         )
-        await self._append_ack(ack, extra.revive_qid, codec.ACK_TAG)
+        msg = self._ack_to_store(ack, extra.revive_qid, codec.ACK_TAG)
+        put = None if self._put_revive_nowait is None else self._put_revive_nowait(msg)
+        if put is None:
+            return self._finish_ack(request, ack, msg)
+        self._check_put(put, ack)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def _finish_ack(
+        self, request: RemotingCommand, ack: codec.AckMsg, msg: MessageToStore
+    ) -> RemotingCommand:
+        self._check_put(await self._put_revive(msg), ack)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def batch_ack_message(
@@ -179,10 +208,14 @@ class AckMessageProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
     async def _append_ack(self, ack: codec.AckMsg, revive_qid: int, tag: str) -> None:
+        msg = self._ack_to_store(ack, revive_qid, tag)
+        self._check_put(await self._put_revive(msg), ack)
+
+    def _ack_to_store(self, ack: codec.AckMsg, revive_qid: int, tag: str) -> MessageToStore:
         rt = self._rt
         if not 0 <= revive_qid < rt.config.revive_queue_num:
             raise RemoteError(ResponseCode.MESSAGE_ILLEGAL, f"reviveQid[{revive_qid}] is illegal")
-        msg = MessageToStore.with_properties(
+        return MessageToStore.with_properties(
             topic=self._revive_topic,
             queue_id=revive_qid,
             body=ack.encode(),
@@ -191,7 +224,9 @@ class AckMessageProcessor:
             born_timestamp=rt.clock.wall_ms(),
             born_host=rt.store_host,
         )
-        put = await self._put_revive(msg)
+
+    @staticmethod
+    def _check_put(put: PutResult, ack: codec.AckMsg) -> None:
         if not put.stored:
             log.error("put ack msg error", status=put.status.value, topic=ack.topic)
             raise RemoteError(ResponseCode.SYSTEM_ERROR, f"put ack msg error: {put.status.value}")

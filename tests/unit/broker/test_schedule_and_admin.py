@@ -37,10 +37,10 @@ def test_parse_delay_levels_units() -> None:
 async def test_schedule_delivers_when_due_and_persists(
     harness: MakeHarness, tmp_path: Path
 ) -> None:
-    """1. Send DELAY=2 (5 s) to T queue 1. 2. deliver_level(2) at +1 s and at +5 s.
-    Expected: not delivered early (returns the remaining 4000 ms); delivered at +5 s into T
-    queue 1 with DELAY removed, WAIT=false, same UNIQ_KEY and body; delayOffset.json has
-    level 2 -> 1 after persist."""
+    """1. Send DELAY=2 (5 s) to T queue 1. 2. deliver_level(2) at +1 s, +2 s and at +5 s.
+    Expected: not delivered early (returns the remaining 4000, then 3000 ms); delivered at
+    +5 s into T queue 1 with DELAY removed, WAIT=false, same UNIQ_KEY and body;
+    delayOffset.json has level 2 -> 1 after persist."""
     h = harness()
     props = {"UNIQ_KEY": "U9", "DELAY": "2", "TAGS": "TagA"}
     resp = await h.call(RequestCode.SEND_MESSAGE_V2, v2("T", queue_id=1, props=props), b"later")
@@ -56,7 +56,10 @@ async def test_schedule_delivers_when_due_and_persists(
     h.clock.advance(1_000)
     assert await svc.deliver_level(2) == 4_000
     assert ("T", 1) not in h.store.queues
-    h.clock.advance(4_000)
+    h.clock.advance(1_000)  # the remembered head: the same answer as a fresh read
+    assert await svc.deliver_level(2) == 3_000
+    assert ("T", 1) not in h.store.queues
+    h.clock.advance(3_000)
     assert await svc.deliver_level(2) == 0
     real = h.store.queues[("T", 1)][0]
     assert real.body == b"later"
@@ -66,6 +69,41 @@ async def test_schedule_delivers_when_due_and_persists(
         await svc.persist()
     assert fastjson.loads(delay_offset_path(tmp_path).read_text())["offsetTable"] == {"2": 1}
     assert svc.snapshot().offset_table == {2: 1}
+
+
+async def test_schedule_goes_on_from_the_held_batch_in_order(
+    harness: MakeHarness, tmp_path: Path
+) -> None:
+    """1. Send DELAY=1 (1 s) messages m0..m3 to T queue 0, 300 ms apart. 2. deliver_level(1)
+    when m0 is due, then as each next one comes due; then move the level's progress back to 1
+    (a slave's sync) and deliver again.
+    Expected: each round delivers exactly the due ones, in order, and answers the time until
+    the next; after the sync m1.. are delivered again from the store (the held batch is
+    dropped, not replayed from a stale position)."""
+    h = harness()
+    for i in range(4):
+        props = {"UNIQ_KEY": f"U{i}", "DELAY": "1"}
+        resp = await h.call(RequestCode.SEND_MESSAGE_V2, v2("T", queue_id=0, props=props),
+                            f"m{i}".encode())  # fmt: skip
+        assert resp is not None
+        assert resp.code == ResponseCode.SUCCESS
+        h.clock.advance(300)
+    svc = ScheduleMessageService(
+        h.store, parse_delay_levels("1s"), tmp_path, reput=h.store.put_message, clock=h.clock
+    )
+    h.clock.advance(-200)  # m0 was sent 1000 ms ago: due now; m1 in 300 ms
+    assert await svc.deliver_level(1) == 300
+    h.clock.advance(100)
+    assert await svc.deliver_level(1) == 200
+    h.clock.advance(500)  # m1 and m2 due, m3 in 300 ms
+    assert await svc.deliver_level(1) == 300
+    assert [m.body for m in h.store.queues[("T", 0)]] == [b"m0", b"m1", b"m2"]
+    await svc.apply_synced(DelayOffsetTable(offset_table={1: 1}))
+    h.clock.advance(300)
+    assert await svc.deliver_level(1) == 0
+    delivered = [m.body for m in h.store.queues[("T", 0)]]
+    assert delivered == [b"m0", b"m1", b"m2", b"m1", b"m2", b"m3"]
+    assert svc.snapshot().offset_table == {1: 4}
 
 
 def _admin(h: Harness) -> AdminProcessor:

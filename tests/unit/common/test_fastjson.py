@@ -159,3 +159,30 @@ def test_fastjson_map_with_bean_keys() -> None:
         '{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:7}}'
     )
     assert {key: 1}[BeanKey(brokerName="b", queueId=0, topic="T")] == 1
+
+
+def _quote_char_by_char(text: str) -> str:
+    """fastjson's escaping written out per character: what :func:`quote`'s fast path skips."""
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+             "\r": "\\r"}  # fmt: skip
+    out = []
+    for ch in text:
+        if ch in short:
+            out.append(short[ch])
+        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def test_fastjson_quote_every_char_below_0x300_as_fastjson() -> None:
+    """Strings with nothing to escape take a fast path; every character decides it rightly."""
+    for code in range(0x300):
+        text = f"a{chr(code)}b"
+        assert quote(text) == _quote_char_by_char(text), hex(code)
+
+
+@given(st.text(max_size=30))
+def test_fastjson_quote_matches_the_per_char_rule(text: str) -> None:
+    assert quote(text) == _quote_char_by_char(text)

@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from rocketpy.common.errors import CodecError
+from rocketpy.common.fastjson import Bean, dumps
 from rocketpy.remoting.protocol import pop as codec
 from rocketpy.remoting.protocol.headers.base import MissingHeaderField, from_ext, to_ext
 from rocketpy.remoting.protocol.headers.pop import (
@@ -162,3 +163,18 @@ def test_pop_headers_use_upstream_field_names() -> None:
                                 "restNum": "4", "startOffsetInfo": "0 0 1"}  # fmt: skip
     with pytest.raises(MissingHeaderField):
         from_ext(AckMessageRequestHeader, {"consumerGroup": "G", "topic": "T", "queueId": "0"})
+
+
+@pytest.mark.parametrize("broker_name", [None, "broker-a", 'b"\\\n\x01\x85é'])
+def test_ack_json_is_what_the_generic_bean_writer_writes(broker_name: str | None) -> None:
+    """``AckMsg.encode`` builds the text directly; it must stay byte-for-byte fastjson's."""
+    fields = dict(
+        ack_offset=-1, start_offset=7, consumer_group='G"1\t', topic="%RETRY%G_T\\x", queue_id=3,
+        pop_time=1_700_000_000_123, broker_name=broker_name,
+    )  # fmt: skip
+    bean = Bean(ao=-1, so=7, c='G"1\t', t="%RETRY%G_T\\x", q=3, pt=1_700_000_000_123,
+                bn=broker_name)  # fmt: skip
+    assert codec.AckMsg(**fields).encode() == dumps(bean).encode()  # type: ignore[arg-type]
+    for aol in ([], [7], [7, 9, 1_000_000]):
+        batch = codec.BatchAckMsg(**fields, ack_offset_list=aol)  # type: ignore[arg-type]
+        assert batch.encode() == dumps(Bean(bean, aol=aol)).encode()
