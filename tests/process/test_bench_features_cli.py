@@ -31,6 +31,7 @@ def _find(pattern: str, text: str) -> re.Match[str]:
     return found
 
 
+@pytest.mark.timeout(300)  # the run itself has 240 s; about 50 s on an idle machine
 def test_bench_features_quick_summary(tmp_path: Path) -> None:
     """1. Run ``bench_features --quick`` (it starts its own NameServer and broker with scaled-down
     delay levels). 2. Read the summary after the ``== rocketpy feature benchmark`` line.

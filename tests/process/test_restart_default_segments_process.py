@@ -39,14 +39,20 @@ DEFAULT_SEGMENTS = "mappedFileSizeCommitLog=1073741824\nmappedFileSizeConsumeQue
 BOOT_LIMIT_S = 10.0
 
 
-def _recovered(daemon: Daemon) -> dict[str, object]:
-    """The broker's last "commit log recovered" log line (JSON log in its log directory)."""
+def _recovered(daemon: Daemon, deadline_s: float = 10.0) -> dict[str, object]:
+    """The broker's last "commit log recovered" log line (JSON log in its log directory). The
+    broker logs through a queue, so the line may land a moment after the boot line: wait for it
+    up to ``deadline_s``."""
     log_dir = daemon.stderr_path.parent
     found: dict[str, object] = {}
-    for line in (log_dir / "broker.log").read_text(errors="replace").splitlines():
-        if "commit log recovered" in line:
-            found = json.loads(line)
-    return found
+    until = time.monotonic() + deadline_s
+    while True:
+        for line in (log_dir / "broker.log").read_text(errors="replace").splitlines():
+            if "commit log recovered" in line:
+                found = json.loads(line)
+        if found or time.monotonic() >= until:
+            return found
+        time.sleep(0.1)
 
 
 def _restart(tmp: Path, ns: str, tag: str, extra: str) -> tuple[Daemon, str, float]:
