@@ -146,8 +146,9 @@ bench: $(STAMP)
 bench-features: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_features $(BENCH_ARGS)
 
-# make bench-proxy: namesrv + broker + mqproxy on loopback; send and receive+ack msg/s through the
-# proxy (gRPC) beside the same broker's remoting figures from the same run, with the ratios.
+# make bench-proxy: namesrv + broker --enable-proxy (Local) + mqproxy (Cluster) + a do-nothing
+# grpc.aio server on loopback; send and receive+ack msg/s through both proxies beside the same
+# broker's remoting figures and the grpc.aio floor from the same run, ratios and CPU us/msg.
 bench-proxy: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_proxy $(BENCH_ARGS)
 

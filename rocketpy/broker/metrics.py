@@ -13,13 +13,13 @@ per-queue put/get stats.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketpy.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from rocketpy.broker.store_api import StoreOffsets
+from rocketpy.common.histogram import Histogram
 
 #: Version of the dump record layout; bump on any incompatible change.
 DUMP_VERSION: Final = 1
@@ -77,26 +77,6 @@ class ConsumerLag:
     group: str
     topic: str
     lag_messages: int
-
-
-class Histogram:
-    """Fixed-bound histogram: ``counts[i]`` counts values ``<= bounds[i]`` and ``> bounds[i-1]``;
-    the last slot counts values above every bound. Also tracks the sum and the max."""
-
-    __slots__ = ("bounds", "counts", "max", "sum")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        """Args: ``bounds`` strictly increasing upper bounds."""
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.sum = 0.0
-        self.max = 0.0
-
-    def observe(self, value: float, count: int = 1) -> None:
-        """Add ``count`` observations of ``value``."""
-        self.counts[bisect_left(self.bounds, value)] += count
-        self.sum += value * count
-        self.max = max(self.max, value)
 
 
 class BrokerMetrics:

@@ -17,9 +17,10 @@ import structlog
 
 from rocketpy.broker.config import MetricsExporterType
 from rocketpy.broker.metrics import ConsumerLag, NodeIdentity, build_dump_record
-from rocketpy.broker.metrics_prom import BrokerCollector, PromExporter
+from rocketpy.broker.metrics_prom import BrokerCollector
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.common.metrics_dump import MetricsDumpService
+from rocketpy.common.prom_exporter import PromExporter
 from rocketpy.remoting.protocol.body.config_shapes import TOPIC_GROUP_SEPARATOR
 
 log = structlog.get_logger(__name__)

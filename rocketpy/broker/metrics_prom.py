@@ -2,10 +2,8 @@
 
 Owns: :class:`BrokerCollector` (a ``prometheus_client`` collector that reads
 :class:`~rocketpy.broker.metrics.BrokerMetrics`, the store offsets and consumer lag at scrape
-time, so the send path pays nothing for Prometheus) and :class:`PromExporter`, a minimal HTTP/1.1
-server on the event loop answering ``GET /metrics`` (any path) with the text format. Serving on
-the loop means a scrape reads the counters between two loop steps, with no thread racing the
-processors. Must not: count anything.
+time, so the send path pays nothing for Prometheus); the HTTP side is
+:class:`~rocketpy.common.prom_exporter.PromExporter`. Must not: count anything.
 
 Names and labels follow apache/rocketmq 5.x ``BrokerMetricsConstant``: common labels
 ``cluster``, ``node_type`` (``broker``), ``node_id`` (the broker name, as upstream's
@@ -16,41 +14,24 @@ labels; rocketpy only measures the send family (``request_code="send_message"``)
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import Final
 
 import structlog
 from prometheus_client.core import (
-    CollectorRegistry,
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import generate_latest
 
-from rocketpy.broker.metrics import BrokerMetrics, ConsumerLag, Histogram, NodeIdentity
+from rocketpy.broker.metrics import BrokerMetrics, ConsumerLag, NodeIdentity
 from rocketpy.broker.store_api import StoreOffsets
+from rocketpy.common.histogram import prom_buckets
 
 log = structlog.get_logger(__name__)
 
 _COMMON: Final = ("cluster", "node_type", "node_id")
-_HEAD_LIMIT: Final = 8192
-_READ_TIMEOUT_S: Final = 5.0
-#: The classic text format every Prometheus version scrapes (our names need no escaping).
-CONTENT_TYPE: Final = b"text/plain; version=0.0.4; charset=utf-8"
-
-
-def _buckets(hist: Histogram) -> list[tuple[str, float]]:
-    out: list[tuple[str, float]] = []
-    acc = 0
-    for bound, count in zip(hist.bounds, hist.counts, strict=False):
-        acc += count
-        out.append((repr(float(bound)), float(acc)))
-    out.append(("+Inf", float(acc + hist.counts[-1])))
-    return out
 
 
 class BrokerCollector:
@@ -81,7 +62,7 @@ class BrokerCollector:
             labels=[*_COMMON, "topic"],
         )
         for topic, hist in sorted(self._metrics.message_size.items()):
-            size.add_metric([*common, topic], _buckets(hist), hist.sum)
+            size.add_metric([*common, topic], prom_buckets(hist), hist.sum)
         yield size
         latency = HistogramMetricFamily(
             "rocketmq_rpc_latency",
@@ -89,7 +70,7 @@ class BrokerCollector:
             labels=[*_COMMON, "protocol_type", "request_code"],
         )
         hist = self._metrics.send_latency
-        latency.add_metric([*common, "remoting", "send_message"], _buckets(hist), hist.sum)
+        latency.add_metric([*common, "remoting", "send_message"], prom_buckets(hist), hist.sum)
         yield latency
         lag = GaugeMetricFamily(
             "rocketmq_consumer_lag_messages",
@@ -142,81 +123,3 @@ class BrokerCollector:
             msgs_out.add_metric([*common, topic, group], float(grow[0]))
             bytes_out.add_metric([*common, topic, group], float(grow[1]))
         yield from (msgs_in, bytes_in, msgs_out, bytes_out)
-
-
-class PromExporter:
-    """``GET /metrics`` over HTTP/1.1 on the event loop; one response per connection."""
-
-    def __init__(self, collector: BrokerCollector, *, host: str, port: int) -> None:
-        """Args: ``collector`` to expose; ``host``/``port`` to bind (0: any free port)."""
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(collector)
-        self._host = host
-        self._port = port
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    @property
-    def port(self) -> int:
-        """The bound port (the configured one before :meth:`start`)."""
-        if self._server is None or not self._server.sockets:
-            return self._port
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def start(self) -> None:
-        """Bind and serve.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        self._server = await asyncio.start_server(
-            self._handle, self._host, self._port, limit=_HEAD_LIMIT
-        )
-        log.info("metrics prometheus exporter started", host=self._host, port=self.port)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            async with asyncio.timeout(_READ_TIMEOUT_S):
-                head = await reader.readuntil(b"\r\n\r\n")
-                method = head.split(b" ", 1)[0]
-                if method in (b"GET", b"HEAD"):
-                    body = generate_latest(self.registry)
-                    status = b"200 OK"
-                    ctype = CONTENT_TYPE
-                else:
-                    body, status, ctype = (
-                        b"method not allowed\n",
-                        b"405 Method Not Allowed",
-                        b"text/plain",
-                    )
-                writer.write(
-                    b"HTTP/1.1 "
-                    + status
-                    + b"\r\nContent-Type: "
-                    + ctype
-                    + b"\r\nContent-Length: "
-                    + str(len(body)).encode()
-                    + b"\r\nConnection: close\r\n\r\n"
-                    + (body if method != b"HEAD" else b"")
-                )
-                await writer.drain()
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # a slow, broken or oversized request: just close the connection
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-
-    async def stop(self) -> None:
-        """Stop listening and close open connections. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.close()
-        for writer in list(self._writers):
-            writer.close()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(5.0):
-                await server.wait_closed()

@@ -20,6 +20,7 @@ import asyncio
 import itertools
 
 from rocketpy.broker.service import BrokerService
+from rocketpy.cli.common import log_dir
 from rocketpy.cli.proxy import load_config
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.errors import ConnectionClosed, RequestTimeout
@@ -186,4 +187,4 @@ def local_proxy(config: ProxyConfig, broker: BrokerService) -> ProxyService:
     backend = ClusterBackend(
         config, transport=lambda registry: InProcessTransport(broker, registry)
     )
-    return ProxyService(config, backend)
+    return ProxyService(config, backend, metrics_dir=log_dir() / "metrics")

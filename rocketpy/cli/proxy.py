@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from rocketpy.cli.common import EXIT_CONFIG, boot, print_config, start_logging
+from rocketpy.cli.common import EXIT_CONFIG, boot, log_dir, print_config, start_logging
 from rocketpy.common.aio import run, serve_until_signalled
 from rocketpy.common.errors import ConfigError
 from rocketpy.common.properties import parse_properties
@@ -97,7 +97,7 @@ def boot_line(service: ProxyService) -> str:
 
 
 async def _serve(config: ProxyConfig) -> int:
-    service = ProxyService(config, ClusterBackend(config))
+    service = ProxyService(config, ClusterBackend(config), metrics_dir=log_dir() / "metrics")
     return await serve_until_signalled(
         [service],
         on_started=lambda: boot(boot_line(service)),

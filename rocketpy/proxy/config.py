@@ -91,6 +91,20 @@ class ProxyConfig(RocketSettings):
     renew_ahead_time_ms: int = Field(10_000, alias="renewAheadTimeMillis", ge=0)
     renew_max_time_ms: int = Field(3 * 3600 * 1000, alias="renewMaxTimeMillis", ge=0)
     renew_schedule_period_ms: int = Field(5000, alias="renewSchedulePeriodMillis", ge=100)
+    # -- metrics (rocketpy/proxy/metrics.py): upstream's exporter keys, plus the metrics dumps --
+    #: Only PROM is served; DISABLE, OTLP_GRPC and LOG export nothing.
+    metrics_exporter_type: Literal["DISABLE", "OTLP_GRPC", "PROM", "LOG"] = Field(
+        "DISABLE", alias="metricsExporterType"
+    )
+    #: Blank: ``bindAddress``.
+    metrics_prom_exporter_host: str = Field("", alias="metricsPromExporterHost")
+    metrics_prom_exporter_port: int = Field(5557, alias="metricsPromExporterPort", ge=0, le=65535)
+    #: 0 turns the dumps off.
+    metrics_dump_interval_ms: int = Field(10_000, alias="metricsDumpInterval", ge=0)
+    #: Blank: ``<log dir>/metrics`` (``ROCKETPY_LOG_DIR`` or ``~/logs/rocketmqlogs``).
+    metrics_dump_dir: str = Field("", alias="metricsDumpDir")
+    metrics_dump_file_max_bytes: int = Field(64 * MIB, alias="metricsDumpFileMaxBytes", ge=1024)
+    metrics_dump_file_max_count: int = Field(10, alias="metricsDumpFileMaxCount", ge=1)
 
 
 def json_to_properties(text: str, source: str = "rmq-proxy.json") -> str:

@@ -15,7 +15,10 @@ NOT_IMPLEMENTED ``status`` and gRPC OK, proxy.md section 2), reading the call me
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 
 import grpc
@@ -23,11 +26,13 @@ import structlog
 from google.protobuf.message import Message
 
 from rocketpy.common.aio import TaskSet, periodic
+from rocketpy.common.logging import DEFAULT_LOG_DIR
 from rocketpy.proxy.backend import MessagingBackend
 from rocketpy.proxy.config import ProxyConfig
 from rocketpy.proxy.consume import ConsumerActivity
 from rocketpy.proxy.consume_stream import receive_stream
 from rocketpy.proxy.messaging import CallContext, MessagingActivity
+from rocketpy.proxy.metrics import ProxyMetrics, ProxyMetricsManager
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.pb import service_pb2 as spb
 from rocketpy.proxy.status import ProxyError, status
@@ -76,6 +81,15 @@ def _request_class(name: str) -> type[Message]:
     return cls
 
 
+@functools.cache
+def _code_name(code: int) -> str:
+    """``Code`` enum name of ``code`` (its number when the enum does not know it)."""
+    try:
+        return pb.Code.Name(code)
+    except ValueError:
+        return str(code)
+
+
 def _failed(name: str, code: pb.Code, message: str) -> Message:
     """The response of ``name`` carrying only a non-OK ``status``."""
     response = _response_class(name)()
@@ -89,11 +103,19 @@ class ProxyService:
     Args:
         config: the proxy's settings.
         backend: the brokers (``ClusterBackend`` for ``proxyMode=cluster``).
+        metrics_dir: where the metrics dumps go when ``metricsDumpDir`` is blank.
     """
 
-    def __init__(self, config: ProxyConfig, backend: MessagingBackend) -> None:
+    def __init__(
+        self, config: ProxyConfig, backend: MessagingBackend, *, metrics_dir: Path | None = None
+    ) -> None:
         self.config = config
         self.backend = backend
+        self.metrics = ProxyMetrics()
+        self.metrics_manager = ProxyMetricsManager(
+            config, self.metrics, address=lambda: self.address,
+            default_dump_dir=metrics_dir or DEFAULT_LOG_DIR / "metrics",
+        )  # fmt: skip
         self.port = 0
         self.activity: MessagingActivity | None = None
         self.consumer: ConsumerActivity | None = None
@@ -115,7 +137,11 @@ class ProxyService:
         await self.backend.start()
         try:
             await self._serve()
+            await self.metrics_manager.start()
         except BaseException:
+            if self._server is not None:
+                await self._server.stop(0)
+                self._server = None
             await self.backend.stop()
             raise
         self._tasks.spawn(
@@ -177,6 +203,7 @@ class ProxyService:
         await self._tasks.cancel_all()
         if self.consumer is not None:
             await self.consumer.stop()
+        await self.metrics_manager.stop()
         await self.backend.stop()
 
     def _handlers(
@@ -202,8 +229,9 @@ class ProxyService:
                 )
             elif name == "ReceiveMessage":
                 table[name] = grpc.unary_stream_rpc_method_handler(
-                    receive_stream(consumer, call_context), deserialize, serialize
-                )
+                    self._timed_stream(name, receive_stream(consumer, call_context)),
+                    deserialize, serialize,
+                )  # fmt: skip
             elif method.server_streaming:
                 table[name] = grpc.unary_stream_rpc_method_handler(
                     self._unimplemented_stream(name), deserialize, serialize
@@ -211,8 +239,45 @@ class ProxyService:
             else:
                 fn = implemented.get(name)
                 behaviour = self._unary(name, fn) if fn else self._unimplemented(name)
-                table[name] = grpc.unary_unary_rpc_method_handler(behaviour, deserialize, serialize)
+                table[name] = grpc.unary_unary_rpc_method_handler(
+                    self._timed(name, behaviour), deserialize, serialize
+                )
         return grpc.method_handlers_generic_handler(SERVICE.full_name, table)
+
+    def _timed(
+        self, name: str, handle: Callable[[Any, Context], Awaitable[Message]]
+    ) -> Callable[[Any, Context], Awaitable[Message]]:
+        """``handle`` counted in :attr:`metrics` under ``name`` and its response's code."""
+        observe = self.metrics.observe
+
+        async def timed(request: Any, context: Context) -> Message:
+            started = time.perf_counter()
+            response = await handle(request, context)
+            code = _code_name(response.status.code)  # type: ignore[attr-defined]
+            observe(name, code, (time.perf_counter() - started) * 1000)
+            return response
+
+        return timed
+
+    def _timed_stream(
+        self, name: str, handle: Callable[[Any, Context], AsyncIterator[Message]]
+    ) -> Callable[[Any, Context], AsyncIterator[Message]]:
+        """A server-streaming ``handle`` counted once per call, under the code of the
+        ``status`` it sent (OK when it sent none)."""
+        observe = self.metrics.observe
+
+        async def timed(request: Any, context: Context) -> AsyncIterator[Message]:
+            started = time.perf_counter()
+            code = "OK"
+            try:
+                async for response in handle(request, context):
+                    if response.WhichOneof("content") == "status":
+                        code = _code_name(response.status.code)  # type: ignore[attr-defined]
+                    yield response
+            finally:
+                observe(name, code, (time.perf_counter() - started) * 1000)
+
+        return timed
 
     @staticmethod
     def _unary(name: str, fn: Unary) -> Callable[[Any, Context], Awaitable[Message]]:

@@ -115,6 +115,8 @@ class MessagingActivity:
         self.clients = ClientRegistry(config.grpc_client_idle_time_ms / 1000)
         self.transactions = TransactionService(backend, self.clients, config.proxy_name)
         self._round_robin = itertools.count()
+        #: topic -> (route, its write queues): rebuilt only when the backend's route changes.
+        self._write_queues: dict[str, tuple[TopicRoute, list[WriteQueue]]] = {}
         self._now = time.monotonic
 
     @property
@@ -228,7 +230,10 @@ class MessagingActivity:
             kind = await self.backend.topic_message_type(topic.name, route)
             for out in outgoing:
                 check_message_type(kind, message_type_of(out.properties))
-        queue = self._select_queue(route, outgoing[0].message_group if len(outgoing) == 1 else "")
+        queue = self._select_queue(
+            self._queues_of(topic.name, route),
+            outgoing[0].message_group if len(outgoing) == 1 else "",
+        )
         result = await self.backend.send_message(
             queue.broker_name, queue.broker_addr, queue.queue_id, outgoing,
             self._send_timeout(call),
@@ -269,14 +274,24 @@ class MessagingActivity:
             budget = min(budget, max(call.time_remaining_s, 0.05))
         return budget
 
-    def _select_queue(self, route: TopicRoute, message_group: str) -> WriteQueue:
+    def _queues_of(self, topic: str, route: TopicRoute) -> list[WriteQueue]:
+        """``write_queues(route)``, kept while the backend serves the same route object."""
+        cached = self._write_queues.get(topic)
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        queues = write_queues(route)
+        if len(self._write_queues) >= 4096:  # topics come and go: never grow without bound
+            self._write_queues.clear()
+        self._write_queues[topic] = (route, queues)
+        return queues
+
+    def _select_queue(self, queues: list[WriteQueue], message_group: str) -> WriteQueue:
         """``SendMessageQueueSelector``: every master's write queues sorted by (broker, id); a
         message group hashes onto them, otherwise round robin. The client's queue is ignored.
 
         Raises:
             ProxyError: FORBIDDEN when no queue is writable.
         """
-        queues = write_queues(route)
         if not queues:
             raise ProxyError(pb.Code.FORBIDDEN, "no writable queue")
         if message_group:

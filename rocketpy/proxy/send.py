@@ -329,14 +329,19 @@ def select_by_group(queues: Sequence[object], message_group: str) -> int:
     return consistent_hash(java_string_hash(message_group), len(queues))
 
 
+#: Broker send status name -> entry code (built once: protobuf enum attributes are slow lookups).
+_SEND_STATUS_CODES: Final[dict[str, pb.Code]] = {
+    "SEND_OK": pb.Code.OK,
+    "FLUSH_DISK_TIMEOUT": pb.Code.MASTER_PERSISTENCE_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
+    "SLAVE_NOT_AVAILABLE": pb.Code.HA_NOT_AVAILABLE,
+}
+_OK: Final = pb.Code.OK
+_INTERNAL: Final = pb.Code.INTERNAL_SERVER_ERROR
+
+
 def entry_status(send_status: str) -> pb.Status:
     """The status of one ``SendResultEntry`` for a broker send status name."""
-    codes = {
-        "SEND_OK": pb.Code.OK,
-        "FLUSH_DISK_TIMEOUT": pb.Code.MASTER_PERSISTENCE_TIMEOUT,
-        "FLUSH_SLAVE_TIMEOUT": pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
-        "SLAVE_NOT_AVAILABLE": pb.Code.HA_NOT_AVAILABLE,
-    }
-    code = codes.get(send_status, pb.Code.INTERNAL_SERVER_ERROR)
-    message = "OK" if code == pb.Code.OK else f"send message failed, sendStatus={send_status}"
+    code = _SEND_STATUS_CODES.get(send_status, _INTERNAL)
+    message = "OK" if code == _OK else f"send message failed, sendStatus={send_status}"
     return pb.Status(code=code, message=message)

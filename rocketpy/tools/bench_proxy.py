@@ -1,16 +1,21 @@
-"""``make bench-proxy``: sends and receive+ack through ``mqproxy`` beside the broker's remoting.
+"""``make bench-proxy``: sends and receive+ack through the proxy, both modes, beside remoting.
 
-Owns: the proxy benchmark. Starts a NameServer, one broker and ``mqproxy`` (Cluster mode) as
-child processes on loopback, creates a NORMAL topic, then measures in one run:
+Owns: the proxy benchmark. Starts as child processes on loopback a NameServer, one broker with
+``--enable-proxy`` (Local mode: the proxy inside the broker process), ``mqproxy`` (Cluster mode,
+a process of its own over the same broker) and :mod:`rocketpy.tools.grpc_floor` (a grpc.aio
+server whose SendMessage does nothing), creates a NORMAL topic, then measures in one run:
 
 1. ``remoting send``: rocketpy's remoting Producer straight to the broker (``--inflight`` sends
    outstanding, ``--size`` bytes);
-2. ``proxy send``: the same load as gRPC SendMessage calls through the proxy;
-3. ``remoting pop+ack``: rocketpy's remoting SimpleConsumer (POP, batch 32, every message acked);
-4. ``proxy receive+ack``: gRPC ReceiveMessage (batch 32) + one AckMessage per batch through the
-   proxy, ``--consumers`` loops.
+2. ``cluster send`` / ``local send``: the same load as gRPC SendMessage calls through each proxy;
+3. ``grpc floor send``: the same gRPC calls to the do-nothing server (grpc.aio's own cost);
+4. ``remoting pop+ack``: rocketpy's remoting SimpleConsumer (POP, batch 32, every message acked);
+5. ``cluster/local receive+ack``: gRPC ReceiveMessage (batch 32) + one AckMessage per batch
+   through each proxy, ``--consumers`` loops.
 
-Prints msg/s, p50/p99 of each phase and the proxy/remoting ratio of each pair. The gRPC side uses
+Prints msg/s, p50/p99 and CPU microseconds per message (from ``/proc/<pid>/stat``) of the serving
+processes (broker, proxy, floor) and of this load-generating process for each phase, and the
+proxy/remoting ratio of each pair. The gRPC side uses
 rocketpy's generated stubs (what a 5.x client puts on the wire), so the figure is the proxy's,
 not a client library's. Must not: be used as a test (numbers vary by machine).
 """
@@ -20,8 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
+import os
 import re
 import sys
 import tempfile
@@ -39,9 +46,14 @@ from rocketpy.proxy.pb import service_pb2_grpc
 from rocketpy.tools.bench_pop import run_pop_consumer
 from rocketpy.tools.benchmark import run_loop, run_producer
 from rocketpy.tools.children import Child, spawn, spawn_namesrv_and_broker, stop
+from rocketpy.tools.grpc_floor import BOOT_LINE as FLOOR_LINE
 from rocketpy.tools.loadgen import Latencies, Result
 
 PROXY_BOOT: Final = re.compile(r"rocketmq-proxy startup successfully, grpc address \S+:(\d+),")
+FLOOR_BOOT: Final = re.compile(
+    re.escape(FLOOR_LINE).replace(r"\{host\}", r"\S+").replace(r"\{port\}", r"(\d+)")
+)
+CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 TOPIC: Final = "ProxyBenchTopic"
 CLIENT_META: Final = (("x-mq-client-id", "bench@1@0@proxy"), ("x-mq-language", "PYTHON"))
 
@@ -79,7 +91,7 @@ async def _timed(
     return Result(label, counts["requests"], seconds, lat, counts["messages"], counts["failed"])
 
 
-async def _proxy_send(port: int, size: int, inflight: int, duration_s: float) -> Result:
+async def _proxy_send(port: int, size: int, inflight: int, duration_s: float, label: str) -> Result:
     body = _body(size)
     ids = itertools.count()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -102,10 +114,12 @@ async def _proxy_send(port: int, size: int, inflight: int, duration_s: float) ->
                 raise RuntimeError(resp.status.message)
             return 1
 
-        return await _timed("proxy send", duration_s, inflight, step)
+        return await _timed(label, duration_s, inflight, step)
 
 
-async def _proxy_receive(port: int, group: str, consumers: int, duration_s: float) -> Result:
+async def _proxy_receive(
+    port: int, group: str, consumers: int, duration_s: float, label: str
+) -> Result:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
         settings = pb.Settings(
@@ -158,41 +172,94 @@ async def _proxy_receive(port: int, group: str, consumers: int, duration_s: floa
             return len(msgs)
 
         try:
-            return await _timed("proxy receive+ack", duration_s, consumers, step)
+            return await _timed(label, duration_s, consumers, step)
         finally:
             telemetry.cancel()
 
 
-def _line(result: Result) -> str:
+def _cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` (every thread) in seconds, from ``/proc/<pid>/stat``."""
+    text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    fields = text.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+@dataclasses.dataclass(slots=True)
+class Phase:
+    """A measured phase and the CPU seconds its serving processes and the load spent."""
+
+    result: Result
+    server_cpu_s: float
+    load_cpu_s: float
+
+    def cpu_us_per_msg(self, cpu_s: float) -> float:
+        """``cpu_s`` per message handled, in microseconds."""
+        return cpu_s * 1e6 / max(self.result.messages or self.result.requests, 1)
+
+
+async def _measured(pids: tuple[int, ...], run: Awaitable[Result]) -> Phase:
+    server0, load0 = sum(_cpu_s(p) for p in pids), _cpu_s(os.getpid())
+    result = await run
+    server = sum(_cpu_s(p) for p in pids) - server0
+    return Phase(result, server, _cpu_s(os.getpid()) - load0)
+
+
+def _line(phase: Phase) -> str:
+    result = phase.result
     return (
-        f"{result.label:<20} {result.message_rate:>12,.0f} msg/s  p50 "
-        f"{result.pct(0.5) / 1000:8.3f} ms  p99 {result.pct(0.99) / 1000:8.3f} ms  "
-        f"failed {result.failures}"
+        f"{result.label:<24} {result.message_rate:>9,.0f} msg/s  p50 "
+        f"{result.pct(0.5) / 1000:7.3f} ms  p99 {result.pct(0.99) / 1000:7.3f} ms  "
+        f"cpu/msg server {phase.cpu_us_per_msg(phase.server_cpu_s):6.0f} us "
+        f"load {phase.cpu_us_per_msg(phase.load_cpu_s):6.0f} us  failed {result.failures}"
     )
 
 
-async def _run(args: argparse.Namespace, namesrv: str, broker: str, port: int) -> list[Result]:
-    admin = AdminClient(namesrv)
+@dataclasses.dataclass(slots=True)
+class Targets:
+    """Where the phases go: addresses, ports and the pids whose CPU each phase is charged."""
+
+    namesrv: str
+    broker: str
+    broker_pid: int
+    cluster_port: int
+    cluster_pid: int
+    local_port: int
+    floor_port: int
+    floor_pid: int
+
+
+async def _run(args: argparse.Namespace, t: Targets) -> list[Phase]:
+    admin = AdminClient(t.namesrv)
     try:
         spec = TopicSpec(
             topic=TOPIC, read_queue_nums=4, write_queue_nums=4, attributes="+message.type=NORMAL"
         )
-        await admin.create_topic(broker, spec)
+        await admin.create_topic(t.broker, spec)
     finally:
         await admin.close()
     await asyncio.sleep(2.0)  # the broker registers the topic with the NameServer
-    d = args.duration
-    remote_send = await run_producer(
-        namesrv, TOPIC, size=args.size, inflight=args.inflight, duration_s=d,
-        report_interval_s=d + 1, label="remoting send",
-    )  # fmt: skip
-    proxy_send = await _proxy_send(port, args.size, args.inflight, d)
-    remote_pop = await run_pop_consumer(
-        namesrv, TOPIC, "bench_pop_remoting", duration_s=d, inflight=args.consumers,
-        report_interval_s=d + 1, label="remoting pop+ack",
-    )  # fmt: skip
-    proxy_pop = await _proxy_receive(port, "bench_pop_proxy", args.consumers, d)
-    return [remote_send, proxy_send, remote_pop, proxy_pop]
+    d, size, w, c = args.duration, args.size, args.inflight, args.consumers
+    broker, cluster = (t.broker_pid,), (t.broker_pid, t.cluster_pid)
+    phases = [
+        await _measured(broker, run_producer(
+            t.namesrv, TOPIC, size=size, inflight=w, duration_s=d, report_interval_s=d + 1,
+            label="remoting send",
+        )),
+        await _measured(cluster, _proxy_send(t.cluster_port, size, w, d, "cluster proxy send")),
+        await _measured(broker, _proxy_send(t.local_port, size, w, d, "local proxy send")),
+        await _measured((t.floor_pid,), _proxy_send(t.floor_port, size, w, d, "grpc floor send")),
+        await _measured(broker, run_pop_consumer(
+            t.namesrv, TOPIC, "bench_pop_remoting", duration_s=d, inflight=c,
+            report_interval_s=d + 1, label="remoting pop+ack",
+        )),
+        await _measured(cluster, _proxy_receive(
+            t.cluster_port, "bench_pop_cluster", c, d, "cluster receive+ack"
+        )),
+        await _measured(broker, _proxy_receive(
+            t.local_port, "bench_pop_local", c, d, "local receive+ack"
+        )),
+    ]  # fmt: skip
+    return phases
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -205,32 +272,55 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _wait_line(path: Path, pattern: re.Pattern[str], timeout_s: float = 20.0) -> str:
+    """The first group of ``pattern`` once it appears in ``path`` (a child's stdout)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        match = pattern.search(path.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            return match.group(1)
+        time.sleep(0.05)
+    raise RuntimeError(f"no {pattern.pattern!r} in {path}")
+
+
+def _start(workdir: Path, children: list[Child]) -> Targets:
+    """Start namesrv, the broker with its Local proxy, mqproxy and the floor into ``children``."""
+    conf = workdir / "rmq-proxy.json"
+    conf.write_text(json.dumps({"grpcServerPort": 0, "bindAddress": "127.0.0.1"}), encoding="utf-8")
+    children.extend(
+        spawn_namesrv_and_broker(
+            workdir, "brokerName=broker-a\n", ("--enable-proxy", "-pc", str(conf))
+        )
+    )
+    namesrv = f"127.0.0.1:{children[0].booted}"
+    local_port = int(_wait_line(workdir / "broker.out", PROXY_BOOT))
+    proxy_args = ["-m", "rocketpy.cli.proxy", "-n", namesrv, "-pc", str(conf)]
+    children.append(spawn(proxy_args, PROXY_BOOT, workdir, "proxy"))
+    children.append(spawn(["-m", "rocketpy.tools.grpc_floor"], FLOOR_BOOT, workdir, "floor"))
+    return Targets(
+        namesrv=namesrv, broker=f"127.0.0.1:{children[1].booted}",
+        broker_pid=children[1].proc.pid, cluster_port=int(children[2].booted),
+        cluster_pid=children[2].proc.pid, local_port=local_port,
+        floor_port=int(children[3].booted), floor_pid=children[3].proc.pid,
+    )  # fmt: skip
+
+
+def _ratio(a: Phase, b: Phase) -> float:
+    return a.result.message_rate / max(b.result.message_rate, 1e-9)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Start the daemons, run the four phases, print the table and ratios."""
+    """Start the daemons, run the phases, print the table and ratios."""
     args = _parser().parse_args(argv)
-    results: list[Result] = []
+    phases: list[Phase] = []
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         workdir = Path(tmp)
-        children: list[Child] = spawn_namesrv_and_broker(workdir, "brokerName=broker-a\n")
+        children: list[Child] = []
         try:
-            namesrv = f"127.0.0.1:{children[0].booted}"
-            broker = f"127.0.0.1:{children[1].booted}"
-            conf = workdir / "rmq-proxy.json"
-            conf.write_text(
-                json.dumps({"grpcServerPort": 0, "bindAddress": "127.0.0.1"}), encoding="utf-8"
-            )
-            children.append(
-                spawn(
-                    ["-m", "rocketpy.cli.proxy", "-n", namesrv, "-pc", str(conf)],
-                    PROXY_BOOT,
-                    workdir,
-                    "proxy",
-                )
-            )
-            port = int(children[2].booted)
+            targets = _start(workdir, children)
 
             async def go() -> None:
-                results.extend(await _run(args, namesrv, broker, port))
+                phases.extend(await _run(args, targets))
 
             run_loop(go)
         finally:
@@ -238,16 +328,19 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     stop(child)
     print(f"\nproxy benchmark: {args.size} B bodies, {args.inflight} sends outstanding, "
-          f"{args.consumers} receive loops, {args.duration:.0f} s per phase")  # fmt: skip
-    for result in results:
-        print(_line(result))
-    send_ratio = results[1].message_rate / max(results[0].message_rate, 1e-9)
-    pop_ratio = results[3].message_rate / max(results[2].message_rate, 1e-9)
+          f"{args.consumers} receive loops, {args.duration:.0f} s per phase; cpu/msg server = "
+          "broker (remoting, local), proxy+broker (cluster), floor process (floor)")  # fmt: skip
+    for phase in phases:
+        print(_line(phase))
+    rsend, csend, lsend, floor, rpop, cpop, lpop = phases
     print(
-        f"send: proxy/remoting = {send_ratio:.2f}   receive+ack: proxy/remoting = {pop_ratio:.2f}"
+        f"send: cluster/remoting = {_ratio(csend, rsend):.2f}  local/remoting = "
+        f"{_ratio(lsend, rsend):.2f}  floor/remoting = {_ratio(floor, rsend):.2f}\n"
+        f"receive+ack: cluster/remoting = {_ratio(cpop, rpop):.2f}  local/remoting = "
+        f"{_ratio(lpop, rpop):.2f}"
     )
     if args.json:
-        print(json.dumps({r.label: round(r.message_rate) for r in results}))
+        print(json.dumps({p.result.label: round(p.result.message_rate) for p in phases}))
     return 0
 
 

@@ -73,10 +73,13 @@ def stop(child: Child) -> None:
             child.proc.kill()
 
 
-def spawn_namesrv_and_broker(workdir: Path, broker_conf: str) -> list[Child]:
+def spawn_namesrv_and_broker(
+    workdir: Path, broker_conf: str, broker_args: tuple[str, ...] = ()
+) -> list[Child]:
     """A NameServer and one broker on loopback ports, files under ``workdir``: ``broker_conf``
-    is added to the broker's loopback, port-0 and store-root lines. Returns [namesrv, broker];
-    whatever started is stopped again if the broker does not boot."""
+    is added to the broker's loopback, port-0 and store-root lines, ``broker_args`` to its
+    command line. Returns [namesrv, broker]; whatever started is stopped again if the broker
+    does not boot."""
     conf = workdir / "broker.conf"
     conf.write_text(
         "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
@@ -93,9 +96,10 @@ def spawn_namesrv_and_broker(workdir: Path, broker_conf: str) -> list[Child]:
         workdir,
         "namesrv",
     )
+    argv = ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", f"127.0.0.1:{ns.booted}"]
     try:
         broker = spawn(
-            ["-m", "rocketpy.cli.broker", "-c", str(conf), "-n", f"127.0.0.1:{ns.booted}"],
+            [*argv, *broker_args],
             BROKER_BOOT,
             workdir,
             "broker",
