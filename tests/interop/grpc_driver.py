@@ -19,10 +19,10 @@ Commands:
         kind, the ids the checker saw, and each error.
     consume --endpoint HOST:PORT --topic T --group G --count N [--await-s S] [--invisible-s S]:
         a SimpleConsumer (await S, batch 32) receives until N messages arrived or 20 receives
-        came back empty, acks each (unless ``--no-ack``; only the first K with ``--ack-limit
-        K``), then receives once more; prints what it got (id, body, tag, keys, properties,
-        delivery attempt, message type, delivery timestamp, receive time, acked), the ack errors
-        and the last receive's length.
+        (``--max-empty``) came back empty or failed (1 s pause after a failure), acks each
+        (unless ``--no-ack``; only the first K with ``--ack-limit K``), then receives once more;
+        prints what it got (id, body, tag, keys, properties, delivery attempt, message type,
+        delivery timestamp, receive time, acked), the errors and the last receive's length.
     redeliver --endpoint HOST:PORT --topic T --group G: receives one message invisible 10 s
         without acking, receives until it is back; then acks the old handle, then the new one,
         and receives once more; prints the seconds until it came back, its attempt, each ack's
@@ -206,7 +206,7 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
     acked = 0
     last: int = -1
     try:
-        while len(got) < args.count and empty_rounds < 20:
+        while len(got) < args.count and empty_rounds < args.max_empty:
             try:
                 batch = consumer.receive(32, args.invisible_s)
             except Exception as e:  # noqa: BLE001 - reported to the test
@@ -332,7 +332,7 @@ def fifo(args: argparse.Namespace) -> dict[str, object]:
 
 
 class _Listener(MessageListener):
-    """Fails the first delivery of every ``fail_every``-th index."""
+    """Fails the first delivery of every ``fail_every``-th index (none when 0)."""
 
     def __init__(
         self, count: int, fail_every: int, slow_index: int = -1, slow_s: float = 0
@@ -348,7 +348,9 @@ class _Listener(MessageListener):
 
     def consume(self, message: Message) -> ConsumeResult:
         index = int(message.properties["index"])
-        fail = index % self.fail_every == 0 and message.delivery_attempt == 1
+        fail = (
+            self.fail_every > 0 and index % self.fail_every == 0 and message.delivery_attempt == 1
+        )
         if index == self.slow_index:
             time.sleep(self.slow_s)
         with self.lock:
@@ -405,6 +407,7 @@ def main() -> int:
     c.add_argument("--invisible-s", type=int, default=30)
     c.add_argument("--no-ack", action="store_true")
     c.add_argument("--ack-limit", type=int, default=-1)
+    c.add_argument("--max-empty", type=int, default=20)
     for name in ("redeliver", "change", "fifo"):
         r = sub.add_parser(name)
         r.add_argument("--endpoint", required=True)
