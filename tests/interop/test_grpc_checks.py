@@ -20,7 +20,8 @@ G10    ``test_g10_four_mib_body_is_sent_and_one_byte_more_refused``
 G11    every ``[local]`` variant (Local mode passes the same checks as Cluster mode)
 G12    the ``env`` fixture: each mode's log shows the clients' termination, every daemon exits 0
 kill   ``test_broker_sigkill_behind_proxy_loses_nothing_acked`` (Cluster mode): what the client
-       acked never comes back after the broker's SIGKILL and restart, the rest does
+       acked never comes back after the broker's SIGKILL and restart (on a new port), the rest
+       does, after at most 2 failed receives (the proxy expires the route through the dead port)
 =====  ===========================================================================================
 """
 
@@ -347,10 +348,11 @@ def test_broker_sigkill_behind_proxy_loses_nothing_acked(tmp_path: Path) -> None
         broker, _ = start_broker(tmp_path, ns_addr)
         second = driver(
             "consume", "--endpoint", env.endpoint, "--topic", name, "--group", group,
-            "--count", str(count - len(acked)), "--max-empty", "60", timeout_s=400,
+            "--count", str(count - len(acked)), "--max-empty", "30", timeout_s=300,
         )  # fmt: skip
-        # The restarted broker has a new port: the proxy serves the old route (connection
-        # refused) until its route cache refreshes (topicRouteServiceCacheRefreshSeconds, 20 s).
+        # The restarted broker has a new port: a refused connection expires the proxy's cached
+        # routes through the old address, the next receive reaches the new one.
+        assert len(records(second, "errors")) <= 2, second["errors"]
         again = {str(m["message_id"]) for m in records(second, "got")}
         assert again & acked == set()  # acked: never back
         assert again == sent - acked  # not acked: back, nothing lost
