@@ -208,6 +208,7 @@ class ClusterBackend(ClusterPopMixin):
         except RequestTimeout as e:
             raise ProxyError(pb.Code.PROXY_TIMEOUT, f"send to {broker_addr} timed out") from e
         except ConnectionClosed as e:
+            self._broker_unreachable(broker_addr, e)
             raise ProxyError(pb.Code.INTERNAL_SERVER_ERROR, f"send to {broker_addr}: {e}") from e
         status = _SEND_STATUS.get(response.code)
         if status is None:

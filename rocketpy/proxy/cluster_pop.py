@@ -4,9 +4,11 @@ Owns: :class:`ClusterPopMixin`, the :class:`~rocketpy.proxy.pop_backend.PopBacke
 ``ClusterBackend``: POP_MESSAGE (200050) with the answer decoded as
 ``MQClientAPIImpl.processPopResponse`` does (``rocketpy.client.simple_consumer.pop_messages``),
 ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053) and CONSUMER_SEND_MSG_BACK (36),
-each to the master address the caller found in the topic's route, on the backend's one
-transport (``rocketpy/proxy/transport.py``: remoting in Cluster mode; in Local mode its own
-broker's processors in-process, where a long-polled POP is answered later on the local channel).
+each to the master address the caller found in the topic's route (a refused connection expires
+the cached routes through that address: :meth:`ClusterPopMixin._broker_unreachable`), on the
+backend's one transport (``rocketpy/proxy/transport.py``: remoting in Cluster mode; in Local
+mode its own broker's processors in-process, where a long-polled POP is answered later on the
+local channel).
 Must not: import ``rocketpy.broker`` or know gRPC messages.
 """
 
@@ -14,9 +16,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from rocketpy.client.admin import TopicRoute
 from rocketpy.client.simple_consumer import pop_messages
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import ConnectionClosed, RequestTimeout
+from rocketpy.common.errors import ConnectFailed, ConnectionClosed, RequestTimeout
 from rocketpy.proxy.pb import definition_pb2 as pb
 from rocketpy.proxy.pop_backend import PopOutcome, PopStatus
 from rocketpy.proxy.status import ProxyError, code_for_remoting
@@ -42,6 +45,18 @@ class ClusterPopMixin:
     """POP requests on ``self._remoting`` (``ClusterBackend`` owns the transport)."""
 
     _remoting: BrokerTransport
+    #: topic -> (route, loop time fetched), kept by ``ClusterBackend.topic_route``.
+    _routes: dict[str, tuple[TopicRoute, float]]
+
+    def _broker_unreachable(self, addr: str, error: ConnectionClosed) -> None:
+        """After a connection to ``addr`` could not be made, expire the cached routes through it:
+        a broker restarted on a new address is reached by the next request instead of after the
+        cache's refresh period (the cached route is still served if the name server fails)."""
+        if not isinstance(error, ConnectFailed):
+            return
+        for topic, (route, _) in list(self._routes.items()):
+            if any(addr in b.broker_addrs.values() for b in route.brokers):
+                self._routes[topic] = (route, float("-inf"))
 
     async def _invoke(
         self, what: str, addr: str, request: RemotingCommand, timeout_s: float
@@ -51,6 +66,7 @@ class ClusterPopMixin:
         except RequestTimeout as e:
             raise ProxyError(pb.Code.PROXY_TIMEOUT, f"{what} to {addr} timed out") from e
         except ConnectionClosed as e:
+            self._broker_unreachable(addr, e)
             raise ProxyError(pb.Code.INTERNAL_SERVER_ERROR, f"{what} to {addr}: {e}") from e
 
     async def pop_message(
@@ -63,6 +79,7 @@ class ClusterPopMixin:
         except RequestTimeout:
             return PopOutcome(PopStatus.POLLING_NOT_FOUND)
         except ConnectionClosed as e:
+            self._broker_unreachable(broker_addr, e)
             raise ProxyError(pb.Code.INTERNAL_SERVER_ERROR, f"pop to {broker_addr}: {e}") from e
         if response.code == ResponseCode.SUCCESS:
             found = pop_messages(

@@ -10,23 +10,9 @@ Producer through ``mqproxy`` (Cluster mode):
    every message back from the broker with the body, tag, key, user property and ``UNIQ_KEY`` the
    client sent. 6. The proxy logged the client's termination and exits 0 on SIGTERM.
 
-The consumer test (proxy.md section 6 G1, with G12's termination): the Producer sends through
-the proxy, then the real ``SimpleConsumer`` (await 5 s, invisible 30 s, batch 32) receives every
-message exactly once with the body, tag, keys, property and message id sent, acks each, and its
-next receive is empty.
-
-The PushConsumer test (proxy.md section 6 G8 in part): QueryAssignment, ReceiveMessage with
-``auto_renew``, AckMessage for a success and ChangeInvisibleDuration (the client's back-off) for
-a failure: every message is consumed successfully exactly once, each failed one again with
-delivery attempt 2.
-
-TransactionProducer through ``mqproxy`` (the broker checks half messages back after 1 s): 3
-committed, 3 rolled back and 2 left open; the proxy relays the broker's check of each open one
-over Telemetry, the client's checker answers COMMIT (SOURCE_SERVER_CHECK); the topic then holds
-exactly the committed and the checked messages.
-
-Producer and SimpleConsumer through Local mode (``mqbroker --enable-proxy``, no ``mqproxy``): as
-the first test and the consumer test.
+Producer through Local mode (``mqbroker --enable-proxy``, no ``mqproxy``): as the first test.
+The consumer, transaction and PushConsumer checks of proxy.md section 6 are in
+``test_grpc_checks.py``, in both modes.
 """
 
 from __future__ import annotations
@@ -34,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -144,99 +129,6 @@ def test_python_grpc_producer_sends_through_mqproxy(tmp_path: Path) -> None:
     assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
 
 
-def test_python_transaction_producer_commits_and_is_checked_back_through_mqproxy(
-    tmp_path: Path,
-) -> None:
-    namesrv, ns_addr = start_namesrv(tmp_path)
-    broker, _ = start_broker(
-        tmp_path, ns_addr, extra="transactionCheckInterval=300\ntransactionTimeOut=1000\n"
-    )
-    proxy = None
-    try:
-        _create_topic(tmp_path, ns_addr, "GrpcTxnTopic", "TRANSACTION")
-        proxy, port = start_proxy(tmp_path, ns_addr)
-        result = _driver(
-            "transaction", "--endpoint", f"127.0.0.1:{port}", "--topic", "GrpcTxnTopic",
-            "--commit", "3", "--rollback", "3", "--orphan", "2",
-        )  # fmt: skip
-        assert result["errors"] == []
-        sent = result["sent"]
-        assert isinstance(sent, dict)
-        assert [len(sent[k]) for k in ("commit", "rollback", "orphan")] == [3, 3, 2]
-        assert result["checked"] == ["orphan-0", "orphan-1"]
-        want = {f"commit-{i}" for i in range(3)} | {"orphan-0", "orphan-1"}
-        stored: list[MessageExt] = []
-        for _ in range(100):  # the checked commits land a moment after the driver exits
-            stored = asyncio.run(_pull_all(ns_addr, "GrpcTxnTopic"))
-            if {m.body.decode() for m in stored} == want:
-                break
-            time.sleep(0.2)
-        assert sorted(m.body.decode() for m in stored) == sorted(want)
-        ids = {m.body.decode(): m.msg_id for m in stored}
-        assert [ids[f"commit-{i}"] for i in range(3)] == sent["commit"]
-        proxy.wait_output("transaction check relayed")
-    finally:
-        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
-    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
-
-
-def _consume_and_check(tmp: Path, ns_addr: str, port: int, topic: str, group: str) -> None:
-    """The Producer sends COUNT messages through the proxy at ``port``; the SimpleConsumer
-    receives each once with the fields sent, acks all, and its next receive is empty."""
-    _create_topic(tmp, ns_addr, topic, "NORMAL")
-    endpoint = f"127.0.0.1:{port}"
-    sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(COUNT))
-    assert sent["errors"] == []
-    sent_list = sent["sent"]
-    assert isinstance(sent_list, list)
-    ids = {int(s["index"]): str(s["message_id"]) for s in sent_list}
-    result = _driver(
-        "consume", "--endpoint", endpoint, "--topic", topic, "--group", group,
-        "--count", str(COUNT), timeout_s=300,
-    )  # fmt: skip
-    assert result["errors"] == []
-    got = result["got"]
-    assert isinstance(got, list)
-    by_index = {int(m["properties"]["index"]): m for m in got}
-    assert len(got) == COUNT  # each once
-    assert sorted(by_index) == list(range(COUNT))
-    for i, msg in by_index.items():
-        assert msg["message_id"] == ids[i]
-        assert msg["body"] == f"body-{i}"
-        assert (msg["tag"], msg["keys"]) == ("TagA", [f"key-{i}"])
-        assert msg["properties"] == {"index": str(i)}
-        assert msg["attempt"] == 1
-    assert result["last"] == 0  # everything acked: the next receive is empty
-
-
-def test_python_grpc_simple_consumer_receives_and_acks_through_mqproxy(tmp_path: Path) -> None:
-    namesrv, ns_addr = start_namesrv(tmp_path)
-    broker, _ = start_broker(tmp_path, ns_addr)
-    proxy = None
-    try:
-        proxy, port = start_proxy(tmp_path, ns_addr)
-        _consume_and_check(tmp_path, ns_addr, port, "GrpcConsumeTopic", "GrpcConsumeGroup")
-        proxy.wait_output("client terminated")
-    finally:
-        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
-    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
-
-
-def test_python_grpc_simple_consumer_receives_and_acks_through_local_mode(tmp_path: Path) -> None:
-    namesrv, ns_addr = start_namesrv(tmp_path)
-    broker = None
-    try:
-        broker, _ = start_broker(
-            tmp_path, ns_addr, args=["--enable-proxy", "-pc", str(write_proxy_conf(tmp_path))]
-        )
-        port = int(broker.wait_for(LOCAL_BOOT).group(1))
-        _consume_and_check(tmp_path, ns_addr, port, "GrpcLocalConsumeTopic", "GrpcLocalGroup")
-        broker.wait_output("client terminated")
-    finally:
-        codes = [d.stop() for d in (broker, namesrv) if d is not None]
-    assert codes == [0] * len(codes), broker.tail(3000) if broker else ""
-
-
 def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
     namesrv, ns_addr = start_namesrv(tmp_path)
     broker = None
@@ -251,32 +143,3 @@ def test_python_grpc_producer_sends_through_local_mode(tmp_path: Path) -> None:
     finally:
         codes = [d.stop() for d in (broker, namesrv) if d is not None]
     assert codes == [0] * len(codes), broker.tail(3000) if broker else ""
-
-
-def test_python_grpc_push_consumer_retries_a_failure_through_mqproxy(tmp_path: Path) -> None:
-    namesrv, ns_addr = start_namesrv(tmp_path)
-    broker, _ = start_broker(tmp_path, ns_addr)
-    proxy = None
-    topic, count = "GrpcPushTopic", 100
-    try:
-        _create_topic(tmp_path, ns_addr, topic, "NORMAL")
-        proxy, port = start_proxy(tmp_path, ns_addr)
-        endpoint = f"127.0.0.1:{port}"
-        sent = _driver("produce", "--endpoint", endpoint, "--topic", topic, "--count", str(count))
-        assert sent["errors"] == []
-        result = _driver(
-            "push", "--endpoint", endpoint, "--topic", topic, "--group", "GrpcPushGroup",
-            "--count", str(count), "--fail-every", "10", "--seconds", "90", timeout_s=300,
-        )  # fmt: skip
-        seen = result["seen"]
-        assert isinstance(seen, list)
-        ok = sorted(int(s["index"]) for s in seen if s["ok"])
-        assert ok == list(range(count))  # each consumed successfully exactly once
-        failed = sorted(int(s["index"]) for s in seen if not s["ok"])
-        assert failed == list(range(0, count, 10))
-        retried = {int(s["index"]): int(s["attempt"]) for s in seen if s["ok"]}
-        assert {retried[i] for i in failed} == {2}
-        assert {retried[i] for i in set(ok) - set(failed)} == {1}
-    finally:
-        codes = [d.stop() for d in (proxy, broker, namesrv) if d is not None]
-    assert codes == [0] * len(codes), proxy.tail(3000) if proxy else ""
