@@ -402,7 +402,11 @@ class DLedgerChaosRun:
         try:
             return await wait_roles(self.ns, self.g, RECOVERY_TIMEOUT_S)
         except TimeoutError as e:
-            raise AssertionError("no master with both slaves listed") from e
+            # A member that died (not killed by the round) shows here with its exit code.
+            gone = {
+                n: d.proc.poll() for n, d in self.g.daemons.items() if d.proc.poll() is not None
+            }
+            raise AssertionError(f"no master with both slaves listed; exited: {gone}") from e
 
     async def _wait_ok(self, since: float, other_than: str | None = None) -> float:
         """Seconds from ``since`` to the first SEND_OK answered after it (by another broker
