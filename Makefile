@@ -12,7 +12,7 @@ FAST_MARKERS := not chaos and not spark and not slow
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check proto test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-features bench-proxy bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-features bench-proxy bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha bench-dledger-mode analyze bench-analytics clean
 .PHONY: fuzz
 
 $(STAMP): pyproject.toml
@@ -179,6 +179,11 @@ bench-controller: $(STAMP)
 # master while producing (time to the first SEND_OK and to the new master in getSyncStateSet).
 bench-ha: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_ha $(BENCH_ARGS)
+
+# A DLedger CommitLog group, batch push off and on (3 runs each), beside one ASYNC master and a
+# controller-mode 3-replica set: msg/s, p50/p99, broker CPU/msg, batch/single and DLedger/controller.
+bench-dledger-mode: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_dledger_mode $(BENCH_ARGS)
 
 # 2m-noslave vs 2m-2s-async vs 2m-2s-sync producer throughput in one run, with the ratios.
 bench-ha-classic: $(STAMP)

@@ -83,6 +83,32 @@ def test_fastjson_quote_escapes() -> None:
     assert quote("été/x") == '"été/x"'
 
 
+_ESCAPED = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
+def test_fastjson_quote_every_code_point_below_u0800() -> None:
+    """Each of U+0000..U+07FF alone and between letters: escaped exactly when it is a short
+    escape, a C0 control, DEL or a C1 control (the no-escape fast path must not skip one)."""
+    for code in range(0x800):
+        ch = chr(code)
+        if ch in _ESCAPED:
+            want = _ESCAPED[ch]
+        elif code < 0x20 or 0x7F <= code < 0xA0:
+            want = f"\\u{code:04X}"
+        else:
+            want = ch
+        assert quote(ch) == f'"{want}"', hex(code)
+        assert quote(f"ab{ch}cd") == f'"ab{want}cd"', hex(code)
+
+
 def test_fastjson_dumps_rejects_unknown_types() -> None:
     """A float (not part of any RocketMQ body) is refused rather than guessed."""
     with pytest.raises(TypeError, match="float"):
