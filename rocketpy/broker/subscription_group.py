@@ -19,6 +19,8 @@ from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.config_files import ConfigFile, subscription_group_file
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
+from rocketpy.common.codes import ResponseCode
+from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.body.config_shapes import (
     DataVersion,
     SubscriptionGroupConfig,
@@ -130,6 +132,25 @@ class SubscriptionGroupManager:
             self._clock.wall_ms(), self._state_version()
         )
         self._on_change()
+
+    def find_consumable(self, group: str) -> SubscriptionGroupConfig:
+        """The group a PULL or POP reads for (:meth:`find`), refused as upstream's processors do.
+
+        Raises:
+            RemoteError: SUBSCRIPTION_GROUP_NOT_EXIST, or NO_PERMISSION when its
+                ``consumeEnable`` is off.
+        """
+        found = self.find(group)
+        if found is None:
+            raise RemoteError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist",
+            )
+        if not found.consume_enable:
+            raise RemoteError(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+            )
+        return found
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """``findSubscriptionGroupConfig``: the group, auto-created when allowed.

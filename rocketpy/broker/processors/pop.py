@@ -264,17 +264,7 @@ class PopMessageProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}]",
             )
-        group_config = rt.groups.find(h.consumer_group)
-        if group_config is None:
-            raise RemoteError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not group_config.consume_enable:
-            raise RemoteError(
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {h.consumer_group}",
-            )
+        rt.groups.find_consumable(h.consumer_group)
         return topic_config.read_queue_nums
 
     @staticmethod

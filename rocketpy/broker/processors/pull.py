@@ -142,16 +142,7 @@ class PullMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{rt.config.broker_ip1}] pulling message is forbidden",
             )
-        group_config = rt.groups.find(h.consumer_group)
-        if group_config is None:
-            raise RemoteError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not group_config.consume_enable:
-            raise RemoteError(
-                ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
-            )
+        group_config = rt.groups.find_consumable(h.consumer_group)
         topic_config = rt.topics.select(h.topic)
         if topic_config is None:
             log.error("the topic not exist", topic=h.topic, consumer=ctx.channel.peer)
