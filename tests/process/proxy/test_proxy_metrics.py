@@ -112,22 +112,33 @@ def _dumped(directory: Path) -> list[dict[str, object]]:
     return [
         json.loads(line)
         for path in sorted(directory.glob("proxy-*"))
-        for line in path.read_text(encoding="utf-8").splitlines()
+        # A line is complete once its newline is written; the text after the last one may be half.
+        for line in path.read_text(encoding="utf-8").split("\n")[:-1]
         if line.strip()
     ]
 
 
 async def _wait_dump(directory: Path, mode: str) -> dict[str, object]:
-    async with asyncio.timeout(10):
-        while True:
-            for record in reversed(_dumped(directory) if directory.exists() else []):
-                counts = {(r["method"], r["code"]): r["count"] for r in record["rpc"]}  # type: ignore[attr-defined]
-                if counts.get(("SendMessage", "OK")) == 3:
-                    assert record["node"]["proxyMode"] == mode  # type: ignore[index]
-                    assert counts[("SendMessage", "TOPIC_NOT_FOUND")] == 1
-                    assert counts[("QueryRoute", "OK")] == 1
-                    return record
-            await asyncio.sleep(0.1)
+    """The first dumped record holding all four calls (one dumped between calls is skipped)."""
+    want = {
+        ("SendMessage", "OK"): 3,
+        ("SendMessage", "TOPIC_NOT_FOUND"): 1,
+        ("QueryRoute", "OK"): 1,
+    }
+    last: dict[str, object] = {}
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                records = _dumped(directory) if directory.exists() else []
+                last = records[-1] if records else last
+                for record in reversed(records):
+                    counts = {(r["method"], r["code"]): r["count"] for r in record["rpc"]}  # type: ignore[attr-defined]
+                    if all(counts.get(key) == n for key, n in want.items()):
+                        assert record["node"]["proxyMode"] == mode  # type: ignore[index]
+                        return record
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(f"no dump in {directory} counts {want}; newest: {last}") from None
 
 
 @pytest.fixture(scope="module")
