@@ -169,11 +169,16 @@ def parse_route(body: bytes) -> TopicRoute:
     return TopicRoute(queues, [_broker(b) for b in obj.get("brokerDatas", [])], obj)
 
 
+def split_namesrv_addr(namesrv_addr: str) -> list[str]:
+    """The addresses of a ``namesrvAddr`` (``a:9876;b:9876``), blanks dropped."""
+    return [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+
+
 class AdminClient:
     """Admin requests against a NameServer address list (``a:9876;b:9876``)."""
 
     def __init__(self, namesrv_addr: str, *, timeout_s: float = 5.0) -> None:
-        self._namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        self._namesrvs = split_namesrv_addr(namesrv_addr)
         if not self._namesrvs:
             raise ValueError("no name server address given (-n or NAMESRV_ADDR)")
         self._timeout_s = timeout_s

@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, Protocol
 
 import structlog
 
-from rocketpy.client.admin import TopicRoute, parse_route
+from rocketpy.client.admin import TopicRoute, parse_route, split_namesrv_addr
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import ClientError, ConnectionClosed, RemoteError, RequestTimeout
 from rocketpy.remoting.protocol.body.broker import MessageQueue
@@ -121,6 +122,69 @@ def _subscribe_queues(topic: str, route: TopicRoute) -> tuple[MessageQueue, ...]
     return tuple(sorted(out))
 
 
+class Invoke(Protocol):
+    """A request-response call to one address (``RemotingClient.invoke`` and the proxy's
+    transports alike)."""
+
+    async def __call__(
+        self, addr: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand: ...
+
+
+class NoNameServerAnswered(ClientError):
+    """Every NameServer was tried once and none answered; ``last`` is the last failure."""
+
+    def __init__(self, last: ConnectionClosed | RequestTimeout | None) -> None:
+        super().__init__(f"no name server answered: {last}")
+        self.last = last
+
+
+class RouteFetcher:
+    """GET_ROUTEINFO_BY_TOPIC from the NameServers of one ``namesrvAddr``: the one that answered
+    last is asked first, and one that is down or slow is passed for the next (client-flows.md
+    section 1). Shared by the client's :class:`TopicRouteCache` and the proxy's Cluster mode.
+
+    Args:
+        invoke: sends a request to an address and awaits its response.
+        namesrvs: the NameServer addresses (:func:`split_namesrv_addr`).
+        timeout_s: per request.
+        start: index of the NameServer asked first.
+    """
+
+    def __init__(
+        self, invoke: Invoke, namesrvs: Sequence[str], timeout_s: float, start: int = 0
+    ) -> None:
+        self._invoke = invoke
+        self._namesrvs = tuple(namesrvs)
+        self._index = start
+        self._timeout_s = timeout_s
+
+    async def fetch(self, topic: str) -> TopicRoute | None:
+        """The route of ``topic``; None when the NameServers do not know it.
+
+        Raises:
+            RemoteError: a NameServer answered with another failure code.
+            NoNameServerAnswered: none answered in time.
+        """
+        last: ConnectionClosed | RequestTimeout | None = None
+        ext = to_ext(GetRouteInfoRequestHeader(topic=topic))
+        for _ in range(len(self._namesrvs)):
+            addr = self._namesrvs[self._index % len(self._namesrvs)]
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
+            try:
+                response = await self._invoke(addr, request, self._timeout_s)
+            except (ConnectionClosed, RequestTimeout) as e:
+                last = e
+                self._index += 1
+                continue
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            if response.code != ResponseCode.SUCCESS:
+                raise RemoteError.for_code(response.code, response.remark or "")
+            return parse_route(response.body or b"{}")
+        raise NoNameServerAnswered(last) from last
+
+
 class TopicRouteCache:
     """Routes fetched from the NameServers, by topic, and every broker address seen."""
 
@@ -128,11 +192,11 @@ class TopicRouteCache:
         self, remoting: RemotingClient, namesrv_addr: str, *, timeout_s: float = 3.0
     ) -> None:
         self._remoting = remoting
-        self._namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
-        if not self._namesrvs:
+        namesrvs = split_namesrv_addr(namesrv_addr)
+        if not namesrvs:
             raise ClientError("no name server address given")
-        self._ns_index = random.randrange(len(self._namesrvs))  # noqa: S311
-        self._timeout_s = timeout_s
+        start = random.randrange(len(namesrvs))  # noqa: S311
+        self._fetcher = RouteFetcher(remoting.invoke, namesrvs, timeout_s, start)
         #: topic -> publish info; the send hot path reads this dict directly.
         self.publish: dict[str, TopicPublishInfo] = {}
         #: topic -> readable queues (sorted), for consumers.
@@ -147,27 +211,12 @@ class TopicRouteCache:
         self._refreshed_at: dict[str, float] = {}
 
     async def _fetch(self, topic: str) -> TopicRoute | None:
-        """GET_ROUTEINFO_BY_TOPIC from the sticky NameServer; None when the topic is unknown."""
-        last: Exception | None = None
-        ext = to_ext(GetRouteInfoRequestHeader(topic=topic))
-        for _ in range(len(self._namesrvs)):
-            addr = self._namesrvs[self._ns_index % len(self._namesrvs)]
-            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
-            try:
-                response = await self._remoting.invoke(addr, request, self._timeout_s)
-            except (ConnectionClosed, RequestTimeout) as e:
-                last = e
-                self._ns_index += 1
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
-            if response.code != ResponseCode.SUCCESS:
-                raise RemoteError.for_code(response.code, response.remark or "")
-            route = parse_route(response.body or b"{}")
+        """The route from the NameServers, its broker addresses merged; None when unknown."""
+        route = await self._fetcher.fetch(topic)
+        if route is not None:
             for b in route.brokers:
                 self.brokers[b.broker_name] = dict(b.broker_addrs)
-            return route
-        raise ClientError(f"no name server answered: {last}") from last
+        return route
 
     async def update(self, topic: str) -> bool:
         """Fetch ``topic``'s route and update the tables; False when the topic is unknown (the

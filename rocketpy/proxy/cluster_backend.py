@@ -25,12 +25,13 @@ from typing import Final
 
 import structlog
 
-from rocketpy.client.admin import TopicRoute, parse_route
+from rocketpy.client.admin import TopicRoute, split_namesrv_addr
 from rocketpy.client.instance import client_ip
 from rocketpy.client.message import decode_message_exts
+from rocketpy.client.route_cache import NoNameServerAnswered, RouteFetcher
 from rocketpy.common import fastjson
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import CodecError, ConnectionClosed, RequestTimeout
+from rocketpy.common.errors import CodecError, ConnectionClosed, RemoteError, RequestTimeout
 from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.client_id import UniqIdGenerator
 from rocketpy.common.message.const import MessageConst
@@ -52,7 +53,6 @@ from rocketpy.remoting.protocol.headers.broker import (
     SendMessageRequestHeaderV2,
     TopicRequestHeader,
 )
-from rocketpy.remoting.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketpy.remoting.protocol.headers.transaction import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
@@ -82,11 +82,13 @@ class ClusterBackend(ClusterPopMixin):
 
     def __init__(self, config: ProxyConfig, transport: TransportFactory | None = None) -> None:
         self._config = config
-        self._namesrvs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self._timeout_s = config.proxy_request_timeout_ms / 1000
         registry = ProcessorRegistry()
         registry.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
         self._remoting = (transport or RemotingTransport)(registry)
+        self._route_fetcher = RouteFetcher(
+            self._remoting.invoke, split_namesrv_addr(config.namesrv_addr), self._timeout_s
+        )
         self.on_transaction_check: Callable[[TransactionCheck], None] | None = None
         #: topic -> (route, loop time fetched)
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
@@ -94,7 +96,6 @@ class ClusterBackend(ClusterPopMixin):
         self._types: dict[str, tuple[TopicMessageType, float]] = {}
         #: group -> (settings, loop time fetched)
         self._groups: dict[str, tuple[GroupSettings, float]] = {}
-        self._ns_index = 0
         #: UNIQ_KEYs of batches (``MessageClientIDSetter``; each message keeps the client's).
         self._ids = UniqIdGenerator(
             client_ip(), os.getpid(), random.getrandbits(32), now_ms=time.time_ns() // 1_000_000
@@ -102,7 +103,7 @@ class ClusterBackend(ClusterPopMixin):
 
     async def start(self) -> None:
         """Nothing to dial ahead: connections open on the first request."""
-        if not self._namesrvs:
+        if not split_namesrv_addr(self._config.namesrv_addr):
             log.warning("no name server address: every route query will fail")
 
     async def stop(self) -> None:
@@ -132,28 +133,17 @@ class ClusterBackend(ClusterPopMixin):
 
     async def _fetch_route(self, topic: str) -> TopicRoute:
         """GET_ROUTEINFO_BY_TOPIC, trying each NameServer once from the last good one."""
-        ext = to_ext(GetRouteInfoRequestHeader(topic=topic))
-        last: Exception | None = None
-        for _ in range(len(self._namesrvs)):
-            addr = self._namesrvs[self._ns_index % len(self._namesrvs)]
-            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
-            try:
-                response = await self._remoting.invoke(addr, request, self._timeout_s)
-            except (ConnectionClosed, RequestTimeout) as e:
-                last = e
-                self._ns_index += 1
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                raise ProxyError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
-            if response.code != ResponseCode.SUCCESS:
-                raise ProxyError(code_for_remoting(response.code), response.remark or "")
-            return parse_route(response.body or b"{}")
-        code = (
-            pb.Code.PROXY_TIMEOUT
-            if isinstance(last, RequestTimeout)
-            else pb.Code.INTERNAL_SERVER_ERROR
-        )
-        raise ProxyError(code, f"no name server answered: {last}")
+        try:
+            route = await self._route_fetcher.fetch(topic)
+        except RemoteError as e:
+            raise ProxyError(code_for_remoting(e.code), e.remark) from e
+        except NoNameServerAnswered as e:
+            timed_out = isinstance(e.last, RequestTimeout)
+            code = pb.Code.PROXY_TIMEOUT if timed_out else pb.Code.INTERNAL_SERVER_ERROR
+            raise ProxyError(code, str(e)) from e
+        if route is None:
+            raise ProxyError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+        return route
 
     async def topic_message_type(self, topic: str, route: TopicRoute) -> TopicMessageType:
         """See :meth:`MessagingBackend.topic_message_type`."""
