@@ -8,6 +8,9 @@ PYTEST := $(PY) -m pytest
 # Fast suite: unit, golden, integration, process and interop tests; chaos, spark and slow suites
 # have their own targets.
 FAST_MARKERS := not chaos and not spark and not slow
+# make test's parallel workers (pytest-xdist; a file's tests stay on one worker, so module-scoped
+# daemons start once). TEST_WORKERS=0 runs in this process, as the other test targets do.
+TEST_WORKERS ?= 3
 # Source trees that exist in this checkout (analytics/ arrives with the PySpark job).
 SRC := $(wildcard rocketpy tests analytics)
 
@@ -59,7 +62,7 @@ $(INTEROP5): $(STAMP)
 		echo "gRPC client not installed (PyPI unreachable?): its interop tests will be skipped"
 
 test: $(STAMP) $(INTEROP) $(INTEROP5)
-	$(PYTEST) -m "$(FAST_MARKERS)"
+	$(PYTEST) -m "$(FAST_MARKERS)" -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit tests/golden

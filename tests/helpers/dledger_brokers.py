@@ -153,6 +153,28 @@ async def read_queue(addr: str, topic: str, queue_id: int, timeout_s: float) -> 
         await client.close()
 
 
+async def read_queue_until(
+    addr: str,
+    topic: str,
+    queue_id: int,
+    want: list[bytes],
+    timeout_s: float,
+    *,
+    never: bytes | None = None,
+) -> list[bytes]:
+    """Read one queue (:func:`read_queue`) until its bodies are ``want`` or ``timeout_s`` passes;
+    the last bodies read. A SEND_OK precedes the ConsumeQueue dispatch of its entry, as
+    upstream's, and a follower's committed position moves with the leader's next push: a read
+    right after the sends may come back short. ``never``: a body no read may return."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = await read_queue(addr, topic, queue_id, timeout_s)
+        assert never is None or never not in got, got
+        if got == want or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(0.2)
+
+
 async def master_addr(ns: str) -> str | None:
     """The address the NameServer lists as the group's brokerId 0."""
     return (await group_addrs(ns)).get(0)

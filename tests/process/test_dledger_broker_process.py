@@ -36,7 +36,7 @@ from tests.helpers.dledger_brokers import (
     LoadDriver,
     create_topic,
     read_all,
-    read_queue,
+    read_queue_until,
     start_group,
     wait_roles,
 )
@@ -125,7 +125,8 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(
         for _, q, _, body in sent:
             by_queue[q].append(body)
         for q in range(QUEUES):
-            assert asyncio.run(read_queue(group.addrs[master], topic, q, 10)) == by_queue[q]
+            got = asyncio.run(read_queue_until(group.addrs[master], topic, q, by_queue[q], 10))
+            assert got == by_queue[q]
         pulled = asyncio.run(read_all(group.addrs[master], topic, QUEUES, 10))
         # the consume queues point at entry pos + 48, as the msgIds say
         assert {m.commit_log_offset for m in pulled} == {int(s[0][-16:], 16) for s in sent}
@@ -504,7 +505,9 @@ def test_dledger_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
         assert asyncio.run(wait_roles(ns, group, 30)) == master
         asyncio.run(_wait_replicas_equal(group, master, 20))
         want = [b.encode() for b in real]
-        got = asyncio.run(_read_queue0_until(group.addrs[follower], topic, want, 15))
+        got = asyncio.run(
+            read_queue_until(group.addrs[follower], topic, 0, want, 15, never=b"FAKE")
+        )
         assert got == want
     except BaseException:
         group.dump()
@@ -513,15 +516,3 @@ def test_dledger_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
         codes = group.stop_all()
         assert namesrv.stop() == 0
     assert set(codes.values()) == {0}, codes
-
-
-async def _read_queue0_until(
-    addr: str, topic: str, want: list[bytes], timeout_s: float
-) -> list[bytes]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = await read_queue(addr, topic, 0, timeout_s)
-        assert b"FAKE" not in got
-        if got == want or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.2)

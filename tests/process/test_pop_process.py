@@ -67,11 +67,23 @@ async def client() -> AsyncIterator[JavaLikeClient]:
         await made.close()
 
 
-async def create_topic(client: JavaLikeClient, addr: str, topic: str, queues: int = 1) -> None:
+async def create_topic(
+    client: JavaLikeClient, addr: str, topic: str, queues: int = 1, namesrv: str | None = None
+) -> None:
+    """``topic`` on the broker at ``addr``; with ``namesrv``, also wait (10 s) until that
+    NameServer routes it (a SimpleConsumer's first receive looks the route up)."""
     ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
            "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG"}  # fmt: skip
     resp = await client.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+    if namesrv is None:
+        return
+    async with asyncio.timeout(10):
+        while True:
+            resp = await client.call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            if resp.code == ResponseCode.SUCCESS and addr.encode() in (resp.body or b""):
+                return
+            await asyncio.sleep(0.05)
 
 
 async def send(client: JavaLikeClient, addr: str, topic: str, bodies: list[bytes]) -> None:
@@ -126,7 +138,7 @@ async def test_pop_then_ack_with_the_simple_consumer(env: Env, client: JavaLikeC
     2. A SimpleConsumer receives them (header infos parsed into handles) and acks each.
     Expected: all 5 bodies once, each handle of type 0 naming broker-a; the next receive is
     empty, also after the invisible time would have passed."""
-    await create_topic(client, env.addr, "PopAck", queues=2)
+    await create_topic(client, env.addr, "PopAck", queues=2, namesrv=env.namesrv)
     bodies = [f"m{i}".encode() for i in range(5)]
     await send(client, env.addr, "PopAck", bodies)
     consumer = SimpleConsumer(
@@ -469,7 +481,7 @@ async def test_simple_consumer_follows_the_route_to_every_master(
         for name in ("broker-a", "broker-b"):
             daemon, addr = start_broker(tmp_path, ns_addr, name=name, extra=BROKER_EXTRA)
             daemons.append(daemon)
-            await create_topic(client, addr, "PopTwo", queues=2)
+            await create_topic(client, addr, "PopTwo", queues=2, namesrv=ns_addr)
             await send(client, addr, "PopTwo", [f"{name}-{i}".encode() for i in range(3)])
         consumer = SimpleConsumer(
             "GTwo", ns_addr, {"PopTwo": "*"}, await_duration_s=1.0, init_mode=0
@@ -557,7 +569,7 @@ async def test_simple_consumer_dead_letters_past_max_reconsume_times(
     2. It receives again after the revive.
     Expected: the redelivery (reconsumeTimes 1) is not returned: it is in %DLQ%<group> with its
     body, and it is acked (nothing comes back after another invisible time)."""
-    await create_topic(client, env.addr, "PopDlq")
+    await create_topic(client, env.addr, "PopDlq", namesrv=env.namesrv)
     await send(client, env.addr, "PopDlq", [b"poison"])
     consumer = SimpleConsumer(
         "GPopDlq", env.namesrv, {"PopDlq": "*"}, await_duration_s=1.0, init_mode=0,
