@@ -83,15 +83,16 @@ def test_timer_sigkill_with_pending_timers_then_restart(tmp_path: Path) -> None:
     back; recovery starts from the checkpoint (the log's recovery line names it)."""
     namesrv, ns_addr = start_namesrv(tmp_path)
     store = tmp_path / "store"
-    rng = random.Random(7)
-    base = int(_now_ms()) + 300
-    timers = [(f"t{i:02d}".encode(), base + 1000 + 500 * i) for i in range(12)]
-    rng.shuffle(timers)
-    due = dict(timers)
-    due[b"level-2"] = base + 2000
     seen: Arrivals = {}
     try:
         broker, addr = start_broker(tmp_path, ns_addr, store=store, extra=EXTRA, tag="a1")
+        # Due times count from a running broker: a slow start must not make them past due.
+        rng = random.Random(7)
+        base = int(_now_ms()) + 300
+        timers = [(f"t{i:02d}".encode(), base + 1000 + 500 * i) for i in range(12)]
+        rng.shuffle(timers)
+        due = dict(timers)
+        due[b"level-2"] = base - 300 + 2000  # 2 s from its send, which follows
         try:
             asyncio.run(_send(addr, due))
             asyncio.run(_collect(addr, seen, 3, 15))
@@ -144,12 +145,12 @@ def test_timer_sigterm_persists_checkpoint(tmp_path: Path) -> None:
     three arrive at their time."""
     namesrv, ns_addr = start_namesrv(tmp_path)
     store = tmp_path / "store"
-    at = int(_now_ms()) + 3000
-    due = {b"x1": at, b"x2": at + 100, b"x3": at + 200}
     seen: Arrivals = {}
     try:
         slow_flush = EXTRA.replace("timerFlushIntervalMs=200", "timerFlushIntervalMs=60000")
         broker, addr = start_broker(tmp_path, ns_addr, store=store, extra=slow_flush, tag="b1")
+        at = int(_now_ms()) + 3000  # from a running broker, as above
+        due = {b"x1": at, b"x2": at + 100, b"x3": at + 200}
         try:
             asyncio.run(_send(addr, due))
             asyncio.run(_wait_pending(addr, 3, 10))
@@ -160,6 +161,7 @@ def test_timer_sigterm_persists_checkpoint(tmp_path: Path) -> None:
         assert cp.master_timer_queue_offset == 3
         assert 0 < cp.last_read_time_ms < at
         again, addr2 = start_broker(tmp_path, ns_addr, store=store, extra=EXTRA, tag="b2")
+        back_at = _now_ms()
         try:
             asyncio.run(_collect(addr2, seen, 3, 15))
         finally:
@@ -167,4 +169,7 @@ def test_timer_sigterm_persists_checkpoint(tmp_path: Path) -> None:
     finally:
         namesrv.stop()
     for body, when in due.items():
-        assert when - 50 <= seen[body][0] <= when + 1000, (body, seen[body][0] - when)
+        # on time, or right after the restart when that came later (a loaded machine)
+        assert when - 50 <= seen[body][0] <= max(when, back_at + 500) + 1000, (
+            body, seen[body][0] - when, back_at - when,
+        )  # fmt: skip
