@@ -30,7 +30,7 @@ import structlog
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import CodecError, ConnectionClosed, RequestTimeout
-from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rocketpy.remoting.protocol.frame import (
     LENGTH,
     FrameLimits,
@@ -249,13 +249,13 @@ class Connection(asyncio.Protocol):
             if available < 4 + self._need:
                 return
             start = self._pos + 4
-            payload = bytes(buf[start : start + self._need])
+            payload = buf[start : start + self._need]  # one copy: decode_frame copies the body
             self._pos = start + self._need
             self._need = 0
             self._on_command(decode_frame(payload))
 
     def _on_command(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
+        if cmd.flag & RPC_TYPE_RESPONSE:
             fut = self._pending.pop(cmd.opaque, None)
             if fut is None:
                 log.warning(
