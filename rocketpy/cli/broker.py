@@ -23,7 +23,6 @@ import sys
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.dledger_roles import check_dledger_config
 from rocketpy.broker.service import BrokerService
-from rocketpy.cli import proxy as proxy_cli
 from rocketpy.cli.common import (
     EXIT_CONFIG,
     boot,
@@ -33,7 +32,6 @@ from rocketpy.cli.common import (
     refuse_unknown,
     start_logging,
 )
-from rocketpy.cli.local_proxy import load_local_config, local_proxy
 from rocketpy.common.aio import Service, run, serve_until_signalled
 from rocketpy.common.errors import ConfigError
 from rocketpy.ha.config import HAConfig
@@ -78,6 +76,10 @@ async def _serve(
     service.on_ready = lambda: boot(boot_line(service))
     services: list[Service] = [service]
     if proxy_config is not None:
+        # gRPC and protobuf only in a broker that serves them (~15 MB of its idle RSS).
+        from rocketpy.cli import proxy as proxy_cli  # noqa: PLC0415
+        from rocketpy.cli.local_proxy import local_proxy  # noqa: PLC0415
+
         proxy = local_proxy(proxy_config, service)
         services.append(proxy)
 
@@ -116,9 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(str(e), file=sys.stderr)
         return EXIT_CONFIG
-    proxy_config = (
-        load_local_config(args.proxy_config, config.namesrv_addr) if args.enable_proxy else None
-    )
+    proxy_config = None
+    if args.enable_proxy:
+        from rocketpy.cli.local_proxy import load_local_config  # noqa: PLC0415 - as in _serve
+
+        proxy_config = load_local_config(args.proxy_config, config.namesrv_addr)
     if args.print_config:
         print_config(config)
         print_config(store_config)

@@ -8,6 +8,8 @@ broker's CPU per message (from ``/proc``, steady even when the machine's speed d
 ``--reference`` it runs that script (a minimal broker hot path with its own client, such as the
 repository's ``../shared/perf/mini_broker.py``) for singles and batches before and after the
 broker phases, and prints each broker figure as a ratio to the mean of the two reference runs.
+It ends with issue 23's aims for the send path (rate ratios, 1-in-flight p50, idle RSS), each
+met or not.
 Must not: import or ship the reference (it is only executed, by path), be used as a test, or talk
 to anything but loopback.
 """
@@ -102,7 +104,8 @@ def _mean(a: Figure, b: Figure) -> Figure:
     return Figure(a.label, (a.rate + b.rate) / 2, (a.cpu_us + b.cpu_us) / 2)
 
 
-async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure]:
+async def _broker_phases(args: argparse.Namespace, workdir: Path) -> tuple[list[Figure], float]:
+    """The broker's phases and its idle RSS in MB."""
     children = spawn_namesrv_and_broker(
         workdir, "flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
     )
@@ -110,7 +113,8 @@ async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure
         broker = children[1]
         pid, port = broker.proc.pid, int(broker.booted)
         await asyncio.sleep(1.0)
-        print(f"broker pid {pid}, idle RSS {rss_mb(pid):.1f} MB", flush=True)
+        idle_rss = rss_mb(pid)
+        print(f"broker pid {pid}, idle RSS {idle_rss:.1f} MB", flush=True)
         figs = []
         singles = send_frames(args.topic, args.size, 4096)
         batches = send_frames(args.topic, args.size, 512, args.batch)
@@ -150,7 +154,7 @@ async def _broker_phases(args: argparse.Namespace, workdir: Path) -> list[Figure
             )
         )
         print(f"broker RSS after the run {rss_mb(pid):.1f} MB", flush=True)
-        return figs
+        return figs, idle_rss
     finally:
         for child in reversed(children):
             stop(child)
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         for fig in before:
             _print(fig, args.size)
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-send-") as tmp:
-        figs = asyncio.run(_broker_phases(args, Path(tmp)))
+        figs, idle_rss = asyncio.run(_broker_phases(args, Path(tmp)))
     refs: dict[int, Figure] = {}
     if args.reference:
         after = [_reference(args.reference, 1, args), _reference(args.reference, args.batch, args)]
@@ -198,6 +202,32 @@ def main(argv: list[str] | None = None) -> None:
     _print(singles, args.size, refs.get(1))
     _print(batches, args.size, refs.get(args.batch))
     _print(figs[-1], args.size)
+    refs_pair = (refs[1], refs[args.batch]) if refs else None
+    _print_aims((singles, batches, figs[-1]), idle_rss, refs_pair)
+
+
+def _print_aims(
+    broker: tuple[Figure, Figure, Figure], idle_rss: float, refs: tuple[Figure, Figure] | None
+) -> None:
+    """Issue 23's aims for the send path, each with its figure and whether it is met:
+    ``broker`` is (singles, batches, singles at 1 in flight), ``refs`` the reference's
+    (singles, batches)."""
+    singles, batches, one = broker
+    aims: list[tuple[str, float, bool]] = []
+    if refs is not None:
+        single_ratio = singles.rate / refs[0].rate
+        batch_ratio = batches.rate / refs[1].rate
+        aims += [
+            ("singles >= 0.5 x reference rate", single_ratio, single_ratio >= 0.5),
+            ("batches >= 0.7 x reference rate", batch_ratio, batch_ratio >= 0.7),
+        ]
+    if one.latencies is not None and one.latencies.count:
+        p50_ms = one.latencies.pct(0.5) / 1000
+        aims.append(("1 in flight p50 <= 0.25 ms", p50_ms, p50_ms <= 0.25))
+    aims.append(("idle RSS < 60 MB", idle_rss, idle_rss < 60))
+    print("aims:")
+    for label, value, met in aims:
+        print(f"  {label:<34} {value:8.2f}  {'met' if met else 'NOT met'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -194,7 +194,8 @@ class SendMessageProcessor:
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
             return request.make_response(ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
-        if rt.clock.wall_ms() < rt.config.start_accept_send_request_time_stamp:
+        start_accept = rt.config.start_accept_send_request_time_stamp
+        if start_accept > 0 and rt.clock.wall_ms() < start_accept:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"broker unable to service, until {rt.config.start_accept_send_request_time_stamp}",

@@ -4,7 +4,8 @@ writes.
 Owns: an asyncio ``Protocol`` per TCP connection that splits the byte stream into frames (checking
 the length against :class:`FrameLimits` before buffering a frame), runs each incoming request as a
 contained task through :func:`dispatch`, matches responses to this side's pending requests by
-opaque, and coalesces everything written in one loop iteration into one ``write``. A request
+opaque, and coalesces writes (the answers to one read in one ``write`` at its end, others every
+few frames or at the end of the loop turn). A request
 whose processor has a synchronous form (``ProcessorRegistry.lookup_nowait``) is answered straight
 from ``data_received`` without a task. Implements the
 :class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the per-channel parts of
@@ -29,7 +30,7 @@ import structlog
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import CodecError, ConnectionClosed, RequestTimeout
-from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rocketpy.remoting.protocol.frame import (
     LENGTH,
     FrameLimits,
@@ -51,6 +52,7 @@ _COMPACT_AT: Final = 256 * 1024
 #: Frames queued before they are written without waiting for the end of the loop turn. One
 #: write per turn would make a pipelined peer and this side take turns (each idle while the
 #: other works through a whole window); writing in slices lets both work at once.
+#: Answers to the frames of one read are written together at the end of the read instead.
 WRITE_SLICE_FRAMES: Final = 8
 
 
@@ -82,6 +84,8 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._write_paused = False
+        #: True while data_received decodes a read: answers wait for its one write.
+        self._reading = False
         self._closed = False
         self._close_cause: BaseException | None = None
         self._tasks = TaskSet(f"{name}/request")
@@ -113,7 +117,9 @@ class Connection(asyncio.Protocol):
             return
         out = self._out
         out.append(encode_frame(response))
-        if len(out) >= WRITE_SLICE_FRAMES:
+        # While data_received handles a read, what the read answers waits for its one write
+        # (a write costs as much as handling a few sends; as the reference hot path does).
+        if len(out) >= WRITE_SLICE_FRAMES and not self._reading:
             self._write_out()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
@@ -212,6 +218,7 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         buf = self._buf
         buf += data
+        self._reading = True
         try:
             self._drain_frames()
         except CodecError as e:
@@ -221,6 +228,8 @@ class Connection(asyncio.Protocol):
             self._fail_pending(e)
             self.abort()
             return
+        finally:
+            self._reading = False
         if self._pos >= _COMPACT_AT or self._pos == len(buf):
             del buf[: self._pos]
             self._pos = 0
@@ -240,13 +249,13 @@ class Connection(asyncio.Protocol):
             if available < 4 + self._need:
                 return
             start = self._pos + 4
-            payload = bytes(buf[start : start + self._need])
+            payload = buf[start : start + self._need]  # one copy: decode_frame copies the body
             self._pos = start + self._need
             self._need = 0
             self._on_command(decode_frame(payload))
 
     def _on_command(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
+        if cmd.flag & RPC_TYPE_RESPONSE:
             fut = self._pending.pop(cmd.opaque, None)
             if fut is None:
                 log.warning(

@@ -91,6 +91,37 @@ def test_timer_wheel_slots_by_time(tmp_path: Path) -> None:
     assert (tmp_path / "timerwheel").stat().st_size == SLOTS_TOTAL * 2 * 32
 
 
+def test_timer_wheel_scan_leaves_its_pages_out_of_rss_and_its_slots_intact(tmp_path: Path) -> None:
+    """1. Open a wheel, put a slot, scan the whole wheel (check_phy_pos, as recovery does).
+    2. Read the slot back, put a second one, close and reopen.
+    Expected: the scan leaves (well) under a tenth of the 37 MB wheel resident in this process;
+    both slots read back before and after the reopen."""
+    wheel = TimerWheel(tmp_path / "timerwheel", 1000)
+    wheel.open()
+    t = 1_700_000_000_000
+    try:
+        wheel.put_slot(t, 0, 52, 2, 0)
+        before = _rss_kb()
+        assert wheel.check_phy_pos(t, 10) == 0
+        assert _rss_kb() - before < wheel.length // 10 // 1024
+        assert wheel.get_slot(t).last_pos == 52
+        wheel.put_slot(t + 1000, 52, 104, 1, 0)
+    finally:
+        wheel.close()
+    wheel.open()
+    try:
+        assert (wheel.get_slot(t).num, wheel.get_slot(t + 1000).last_pos) == (2, 104)
+    finally:
+        wheel.close()
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
 def test_timer_wheel_wrong_length_refused(tmp_path: Path) -> None:
     (tmp_path / "timerwheel").write_bytes(b"x" * 100)
     with pytest.raises(ValueError, match="Timer wheel length"):
