@@ -28,7 +28,6 @@ import structlog
 
 from rocketpy.broker.acting_setup import ActingMasterSetup
 from rocketpy.broker.broker2client import notify_consumer_ids_changed
-from rocketpy.broker.client_manager import ConsumerManager, ProducerManager
 from rocketpy.broker.config import BrokerConfig, BrokerRole
 from rocketpy.broker.config_access import ServiceConfigAccess
 from rocketpy.broker.controller_setup import ControllerModeSetup
@@ -37,21 +36,17 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.managed_store import ManagedStore, StoreFactory, default_store_factory
 from rocketpy.broker.master_services import MasterReput, MasterServices, build_timer
 from rocketpy.broker.metrics_manager import BrokerMetricsManager
-from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rocketpy.broker.pop_setup import PopSetup
 from rocketpy.broker.processors import build_registry
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
-from rocketpy.broker.rebalance_lock import RebalanceLockManager
 from rocketpy.broker.registration import NameServerRegistration
 from rocketpy.broker.replicas_manager import ReplicasManager
-from rocketpy.broker.runtime import BrokerRuntime
+from rocketpy.broker.runtime_setup import RuntimeHooks, build_runtime
 from rocketpy.broker.schedule import ScheduleMessageService, parse_delay_levels
 from rocketpy.broker.slave_sync import SlaveSynchronize
 from rocketpy.broker.store_adapter import MessageStoreAdapter
-from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.setup import TransactionSetup
 from rocketpy.common.aio import TaskSet, periodic
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
@@ -196,53 +191,18 @@ class BrokerService:
 
     def _build(self, config: BrokerConfig, max_message_size: int, is_slave: bool) -> None:
         clock = self._clock
-        self.topics = TopicConfigManager(
-            config,
-            self._store_root,
-            executor=self._executor,
-            clock=clock,
-            state_version=lambda: self.replicas.master_epoch if self.replicas else 0,
-            on_change=self._topics_changed,
-        )
-        self.groups = SubscriptionGroupManager(
-            config,
-            self._store_root,
-            executor=self._executor,
-            clock=clock,
-            on_change=self._meta_changed,
-        )
-        self.offsets = ConsumerOffsetManager(
-            self._store_root,
-            executor=self._executor,
-            clock=clock,
-            version_step=config.consumer_offset_update_version_step,
-        )
-        self.consumers = ConsumerManager(
-            channel_expired_timeout_ms=config.channel_expired_timeout_ms,
-            clock=clock,
-            on_ids_changed=self._notify_ids_changed,
-        )
-        self.producers = ProducerManager(
-            channel_expired_timeout_ms=config.channel_expired_timeout_ms, clock=clock
-        )
-        self.runtime = BrokerRuntime(
-            config=config,
-            store=self._store,
-            topics=self.topics,
-            groups=self.groups,
-            offsets=self.offsets,
-            consumers=self.consumers,
-            producers=self.producers,
-            locks=RebalanceLockManager(
-                max_live_time_ms=config.rebalance_lock_max_live_time_ms, clock=clock
+        self.runtime = build_runtime(
+            config, self._store, self._store_root, executor=self._executor, clock=clock,
+            limits=(max_message_size, max(self._levels)), is_slave=is_slave,
+            hooks=RuntimeHooks(
+                state_version=lambda: self.replicas.master_epoch if self.replicas else 0,
+                topics_changed=self._topics_changed, groups_changed=self._meta_changed,
+                ids_changed=self._notify_ids_changed, register_now=self._register_soon,
             ),
-            max_message_size=max_message_size,
-            max_delay_level=max(self._levels),
-            default_query_max_num=config.default_query_max_num,
-            is_slave=is_slave,
-            clock=clock,
-            register_now=self._register_soon,
-        )
+        )  # fmt: skip
+        rt = self.runtime
+        self.topics, self.groups, self.offsets = rt.topics, rt.groups, rt.offsets
+        self.consumers, self.producers = rt.consumers, rt.producers
         self._send = SendMessageProcessor(self.runtime)
         self._pull = PullMessageProcessor(self.runtime)
         self.hold = PullRequestHoldService(
