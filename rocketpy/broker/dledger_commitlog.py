@@ -58,9 +58,6 @@ from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
 log = structlog.get_logger(__name__)
 
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-#: Beyond the member's own ack wait (it answers 502 after ``maxWaitAckTimeMs``): a future
-#: that never resolves (member shut down mid-wait) still ends the send.
-_ANSWER_MARGIN_S = 2.0
 
 #: The quorum's answer -> what the send reports (section 4's table).
 _ANSWERS: dict[int, PutMessageStatus] = {
@@ -109,7 +106,6 @@ class DLedgerCommitLog(CommitLog):
         self.member = member
         self.mfq = member.store.data.queue
         self._dispatched_timestamp = 0
-        self._answer_timeout_s = member.config.max_wait_ack_time_ms / 1000 + _ANSWER_MARGIN_S
 
     # -- positions -------------------------------------------------------------------------
 
@@ -214,15 +210,16 @@ class DLedgerCommitLog(CommitLog):
         return result
 
     async def _answer(self, entry: PendingEntry) -> PutMessageStatus:
+        """The quorum's answer to ``entry``. No deadline of its own: the member answers every
+        append within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown
+        (500), so one timer per entry here would only add cost."""
         try:
-            async with asyncio.timeout(self._answer_timeout_s):
-                response: AppendEntryResponse = await asyncio.shield(entry.future)
-        except TimeoutError:
-            return PutMessageStatus.UNKNOWN_ERROR
+            response: AppendEntryResponse = await entry.future
         except asyncio.CancelledError:
-            if entry.future.cancelled():
-                return PutMessageStatus.UNKNOWN_ERROR
-            raise
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this send was cancelled (the member ignores a cancelled future)
+            return PutMessageStatus.UNKNOWN_ERROR
         return answer_status(response.code)
 
     def _append(

@@ -22,6 +22,7 @@ which recovery handles (:mod:`.recovery`).
 from __future__ import annotations
 
 import mmap
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,6 +33,8 @@ from rocketpy.common.errors import StoreError
 from rocketpy.store.dledger_log.entry import (
     BODY_OFFSET,
     CURRENT_MAGIC,
+    ENTRY_HEADER,
+    INDEX_UNIT,
     INDEX_UNIT_SIZE,
     DLedgerEntry,
     EntryCodecError,
@@ -40,9 +43,6 @@ from rocketpy.store.dledger_log.entry import (
     decode_entry,
     decode_header,
     decode_index_unit,
-    encode_index_unit,
-    index_unit_of,
-    pack_header_into,
     patch_record,
 )
 from rocketpy.store.dledger_log.file_list import MmapFileList
@@ -50,6 +50,8 @@ from rocketpy.store.dledger_log.meta import DLedgerCheckpoint, load_checkpoint, 
 from rocketpy.store.dledger_log.recovery import RecoveryResult, recover_log
 
 log = structlog.get_logger(__name__)
+
+_MAGIC: Final = struct.Struct(">i")
 
 #: ``mappedFileSizeCommitLog``'s default, DLedger's ``mappedFileSizeForEntryData`` in a broker.
 DEFAULT_DATA_FILE_SIZE: Final = 1024 * 1024 * 1024
@@ -222,14 +224,16 @@ class DLedgerLogStore:
 
     @staticmethod
     def _finish_entry(buf: mmap.mmap, rel: int, header: EntryHeader) -> None:
-        """Header bytes 4..48 first, the magic last (see the module docstring)."""
-        tmp = bytearray(BODY_OFFSET)
-        pack_header_into(tmp, 0, header)
-        buf[rel + 4 : rel + BODY_OFFSET] = tmp[4:]
-        buf[rel : rel + 4] = tmp[:4]
+        """Header bytes 4..48 first (magic 0), the magic last (see the module docstring)."""
+        ENTRY_HEADER.pack_into(
+            buf, rel, 0, header.size, header.index, header.term, header.pos, header.channel,
+            header.chain_crc, header.body_crc, header.body_length,
+        )  # fmt: skip
+        _MAGIC.pack_into(buf, rel, header.magic)
 
     def _append_index(self, header: EntryHeader) -> None:
-        at = self.index.append(encode_index_unit(index_unit_of(header)))
+        unit = INDEX_UNIT.pack(header.magic, header.pos, header.size, header.index, header.term)
+        at = self.index.append(unit)
         if at != header.index * INDEX_UNIT_SIZE:
             raise DLedgerStoreError("DISK_ERROR", f"index unit of {header.index} written at {at}")
         self.ledger_end_index = header.index
