@@ -237,7 +237,7 @@ class DLedgerCommitLog(CommitLog):
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
             items = [(what.flag, what.body, what.properties)]
             prepared = what.prepared_transaction_offset
-        records: list[bytes] = []
+        records: list[bytearray] = []
         now = self.clock.wall_ms()
         max_body = self.config.max_message_size
         for flag, body, text in items:
@@ -283,7 +283,7 @@ class DLedgerCommitLog(CommitLog):
     def _encode(  # noqa: PLR0917 -- positional: called per record
         self, what: MessageToStore | MessageBatch, flag: int, body: bytes, props: bytes,
         prepared: int, now: int,
-    ) -> bytes:  # fmt: skip
+    ) -> bytearray:  # fmt: skip
         """One record, as the CommitLog lays it out; QUEUEOFFSET and PHYSICALOFFSET are
         written by the log at append."""
         topic = self._topic_bytes.get(what.topic) or self._topic_of(what.topic)
@@ -299,7 +299,7 @@ class DLedgerCommitLog(CommitLog):
             | self._store_v6_flag, what.born_timestamp, born, now, store,
             what.reconsume_times, prepared, len(body), body, topic_len, topic, len(props), props,
         )  # fmt: skip
-        return bytes(buf)
+        return buf
 
 
 class DLedgerReput(ReputService):

@@ -15,6 +15,7 @@ Must not: decide what to push (:mod:`.pusher`) or decode anything (:mod:`.protoc
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
@@ -92,13 +93,14 @@ class PushFragments:
         self._store = store
         self._capacity = capacity
         self._term = -1
-        #: index -> (pos, size, fragment), oldest first.
-        self._by_index: dict[int, tuple[int, int, str]] = {}
+        #: index -> (pos, size, fragment), oldest first (a plain dict's first key gets slow
+        #: to find after many deletions at the front).
+        self._by_index: OrderedDict[int, tuple[int, int, str]] = OrderedDict()
 
-    def _office(self, term: int) -> dict[int, tuple[int, int, str]]:
+    def _office(self, term: int) -> OrderedDict[int, tuple[int, int, str]]:
         if term != self._term:
             self._term = term
-            self._by_index = {}
+            self._by_index = OrderedDict()
         return self._by_index
 
     def appended(self, office_term: int, index: int, term: int, pos: int, size: int) -> None:
@@ -110,7 +112,7 @@ class PushFragments:
         cache[index] = (pos, size, _fragment(base64.b64encode(raw).decode("ascii"), index,
                                              term, pos, size))  # fmt: skip
         if len(cache) > self._capacity:
-            del cache[next(iter(cache))]
+            cache.popitem(last=False)
 
     def get(self, office_term: int, index: int) -> tuple[int, int, str]:
         """(pos, size, fragment) of entry ``index``.
@@ -124,6 +126,3 @@ class PushFragments:
             return hit
         entry = self._store.get(index)
         return entry.pos, entry.size, entry_fragment(entry)
-
-    def clear(self) -> None:
-        self._term, self._by_index = -1, {}
