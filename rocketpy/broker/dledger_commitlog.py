@@ -269,16 +269,26 @@ class DLedgerCommitLog(CommitLog):
             queue_offset += step
         self.last_store_timestamp = now
         self._on_append()
+        return self._result(pending, records, first_queue_offset, now), pending
+
+    def _result(
+        self, pending: list[PendingEntry], records: list[bytearray], queue_offset: int, now: int
+    ) -> PutResult:
+        """What the send reports once ``pending`` (the first entries of ``records``) are
+        appended: OS_PAGE_CACHE_BUSY when the member refused the rest."""
         prefix = self._msg_id_prefix
-        offsets = [e.pos + BODY_OFFSET for e in pending]
-        ids = ",".join(f"{prefix}{o:016X}" for o in offsets)
-        total = sum(len(r) for r in records[: len(pending)])
+        first_offset = pending[0].pos + BODY_OFFSET
+        if len(pending) == 1:  # a single message: no joins
+            ids, total = f"{prefix}{first_offset:016X}", len(records[0])
+        else:
+            ids = ",".join(f"{prefix}{e.pos + BODY_OFFSET:016X}" for e in pending)
+            total = sum(len(r) for r in records[: len(pending)])
         result = PutResult(
-            PutMessageStatus.PUT_OK, offsets[0], total, ids, first_queue_offset, now, len(pending)
+            PutMessageStatus.PUT_OK, first_offset, total, ids, queue_offset, now, len(pending)
         )
         if len(pending) < len(records):
             result.status = PutMessageStatus.OS_PAGE_CACHE_BUSY
-        return result, pending
+        return result
 
     def _encode(  # noqa: PLR0917 -- positional: called per record
         self, what: MessageToStore | MessageBatch, flag: int, body: bytes, props: bytes,

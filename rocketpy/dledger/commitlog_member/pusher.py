@@ -340,7 +340,12 @@ class EntryDispatcher:
         store = self.p.store
         batch = self.p.config.enable_batch_push
         fragments = self.p.fragments
-        while self._check_and_fresh_state() and self.type is PushType.APPEND:
+        # Nothing below awaits, so role, term and push state cannot change inside the loop:
+        # checked once, not per entry.
+        if not self._check_and_fresh_state() or self.type is not PushType.APPEND:
+            return
+        now = self._now()
+        while True:
             if self.write_index > store.ledger_end_index:
                 if batch and self.batch:
                     self._send_batch()
@@ -349,16 +354,16 @@ class EntryDispatcher:
                 return
             if (
                 len(self.pending) >= self.p.config.max_pending_size
-                or self._now() - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
+                or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
             ):
                 mark = self.p.get_peer_water_mark(self.term, self.peer)
                 for k in [k for k, (_, n) in self.pending.items() if k + n - 1 <= mark]:
                     del self.pending[k]
-                self.last_check_leak_ms = self._now()
+                self.last_check_leak_ms = now
             if len(self.pending) >= self.p.config.max_pending_size:
                 self._check_append_response()
                 return
-            if self._now() < self.quota_resume_ms:
+            if now < self.quota_resume_ms:
                 return
             index = self.write_index
             pos, size, fragment = fragments.get(self.term, index)
