@@ -37,9 +37,6 @@ class Wakeup:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def is_set(self) -> bool:
-        return self._flag
-
     async def wait(self, timeout_s: float) -> None:
         """``waitForRunning``: until marked or ``timeout_s`` passed; then clear the mark."""
         if not self._flag:
