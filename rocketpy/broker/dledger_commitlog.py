@@ -58,9 +58,6 @@ from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
 log = structlog.get_logger(__name__)
 
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-#: Beyond the member's own ack wait (it answers 502 after ``maxWaitAckTimeMs``): a future
-#: that never resolves (member shut down mid-wait) still ends the send.
-_ANSWER_MARGIN_S = 2.0
 
 #: The quorum's answer -> what the send reports (section 4's table).
 _ANSWERS: dict[int, PutMessageStatus] = {
@@ -109,7 +106,6 @@ class DLedgerCommitLog(CommitLog):
         self.member = member
         self.mfq = member.store.data.queue
         self._dispatched_timestamp = 0
-        self._answer_timeout_s = member.config.max_wait_ack_time_ms / 1000 + _ANSWER_MARGIN_S
 
     # -- positions -------------------------------------------------------------------------
 
@@ -214,15 +210,16 @@ class DLedgerCommitLog(CommitLog):
         return result
 
     async def _answer(self, entry: PendingEntry) -> PutMessageStatus:
+        """The quorum's answer to ``entry``. No deadline of its own: the member answers every
+        append within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown
+        (500), so one timer per entry here would only add cost."""
         try:
-            async with asyncio.timeout(self._answer_timeout_s):
-                response: AppendEntryResponse = await asyncio.shield(entry.future)
-        except TimeoutError:
-            return PutMessageStatus.UNKNOWN_ERROR
+            response: AppendEntryResponse = await entry.future
         except asyncio.CancelledError:
-            if entry.future.cancelled():
-                return PutMessageStatus.UNKNOWN_ERROR
-            raise
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this send was cancelled (the member ignores a cancelled future)
+            return PutMessageStatus.UNKNOWN_ERROR
         return answer_status(response.code)
 
     def _append(
@@ -240,7 +237,7 @@ class DLedgerCommitLog(CommitLog):
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
             items = [(what.flag, what.body, what.properties)]
             prepared = what.prepared_transaction_offset
-        records: list[bytes] = []
+        records: list[bytearray] = []
         now = self.clock.wall_ms()
         max_body = self.config.max_message_size
         for flag, body, text in items:
@@ -272,21 +269,31 @@ class DLedgerCommitLog(CommitLog):
             queue_offset += step
         self.last_store_timestamp = now
         self._on_append()
+        return self._result(pending, records, first_queue_offset, now), pending
+
+    def _result(
+        self, pending: list[PendingEntry], records: list[bytearray], queue_offset: int, now: int
+    ) -> PutResult:
+        """What the send reports once ``pending`` (the first entries of ``records``) are
+        appended: OS_PAGE_CACHE_BUSY when the member refused the rest."""
         prefix = self._msg_id_prefix
-        offsets = [e.pos + BODY_OFFSET for e in pending]
-        ids = ",".join(f"{prefix}{o:016X}" for o in offsets)
-        total = sum(len(r) for r in records[: len(pending)])
+        first_offset = pending[0].pos + BODY_OFFSET
+        if len(pending) == 1:  # a single message: no joins
+            ids, total = f"{prefix}{first_offset:016X}", len(records[0])
+        else:
+            ids = ",".join(f"{prefix}{e.pos + BODY_OFFSET:016X}" for e in pending)
+            total = sum(len(r) for r in records[: len(pending)])
         result = PutResult(
-            PutMessageStatus.PUT_OK, offsets[0], total, ids, first_queue_offset, now, len(pending)
+            PutMessageStatus.PUT_OK, first_offset, total, ids, queue_offset, now, len(pending)
         )
         if len(pending) < len(records):
             result.status = PutMessageStatus.OS_PAGE_CACHE_BUSY
-        return result, pending
+        return result
 
     def _encode(  # noqa: PLR0917 -- positional: called per record
         self, what: MessageToStore | MessageBatch, flag: int, body: bytes, props: bytes,
         prepared: int, now: int,
-    ) -> bytes:  # fmt: skip
+    ) -> bytearray:  # fmt: skip
         """One record, as the CommitLog lays it out; QUEUEOFFSET and PHYSICALOFFSET are
         written by the log at append."""
         topic = self._topic_bytes.get(what.topic) or self._topic_of(what.topic)
@@ -302,7 +309,7 @@ class DLedgerCommitLog(CommitLog):
             | self._store_v6_flag, what.born_timestamp, born, now, store,
             what.reconsume_times, prepared, len(body), body, topic_len, topic, len(props), props,
         )  # fmt: skip
-        return bytes(buf)
+        return buf
 
 
 class DLedgerReput(ReputService):

@@ -38,8 +38,9 @@ from rocketpy.dledger.commitlog_member.protocol import (
     PushEntryResponse,
     PushType,
 )
-from rocketpy.dledger.commitlog_member.pusher import IDLE_WAIT_S, wait_event
+from rocketpy.dledger.commitlog_member.pusher import IDLE_WAIT_S
 from rocketpy.dledger.commitlog_member.state import MemberState
+from rocketpy.dledger.commitlog_member.wakeup import Wakeup
 from rocketpy.store.dledger_log.entry import DLedgerEntry
 from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreError
 
@@ -81,7 +82,7 @@ class EntryHandler:
         self._on_committed = on_committed
         self.writes: dict[int, _Parked] = {}
         self.controls: deque[_Parked] = deque()
-        self.wakeup = asyncio.Event()
+        self.wakeup = Wakeup()
         self._tasks = TaskSet(f"dledger-{state.self_id}/entry-handler")
         self._last_abnormal_check_ms = 0
         self._verified_for: tuple[int, str | None] = (-1, None)
@@ -154,7 +155,7 @@ class EntryHandler:
                 raise
             except Exception:
                 log.exception("dledger entry handler failed", self_id=self.state.self_id)
-            await wait_event(self.wakeup, IDLE_WAIT_S)
+            await self.wakeup.wait(IDLE_WAIT_S)
 
     async def _do_work(self) -> None:
         while self.state.is_follower:

@@ -190,7 +190,7 @@ class DLedgerMember:
         self._committed_listeners.append(listener)
 
     def append_nowait(
-        self, body: bytes, *, queue_offset: int | None = None, patch: bool = True
+        self, body: bytes | bytearray, *, queue_offset: int | None = None, patch: bool = True
     ) -> PendingEntry:
         """``handleAppend``'s local half: append as leader now, return where and the future of
         the quorum's answer (200 with pos, 502, 501). ``body`` is one message record whose

@@ -33,8 +33,10 @@ from rocketpy.dledger.commitlog_member.protocol import (
     PushEntryResponse,
     PushType,
 )
+from rocketpy.dledger.commitlog_member.push_codec import PushFragments, encode_append
 from rocketpy.dledger.commitlog_member.rpc import PeerRpc
 from rocketpy.dledger.commitlog_member.state import MemberState
+from rocketpy.dledger.commitlog_member.wakeup import Wakeup
 from rocketpy.dledger.transport import DLedgerRequestCode
 from rocketpy.store.dledger_log.entry import DLedgerEntry, EntryHeader
 from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreError
@@ -44,17 +46,6 @@ log = structlog.get_logger(__name__)
 IDLE_WAIT_S = 0.005
 COMMIT_PUSH_INTERVAL_MS = 1000
 LEAK_CHECK_INTERVAL_MS = 1000
-
-
-async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
-    """``waitForRunning``: until ``event`` is set or ``timeout_s`` passed; then clear it."""
-    if not event.is_set():
-        try:
-            async with asyncio.timeout(timeout_s):
-                await event.wait()
-        except TimeoutError:
-            pass
-    event.clear()
 
 
 @dataclass(slots=True)
@@ -88,7 +79,8 @@ class LeaderPusher:
         self._on_committed = on_committed
         self.peer_water_marks_by_term: dict[int, dict[str, int]] = {}
         self.pending_by_term: dict[int, dict[int, PendingAppend]] = {}
-        self.ack_wakeup = asyncio.Event()
+        self.ack_wakeup = Wakeup()
+        self.fragments = PushFragments(store)
         self.dispatchers = {
             peer: EntryDispatcher(self, peer) for peer in state.peer_map if peer != state.self_id
         }
@@ -151,6 +143,7 @@ class LeaderPusher:
         pending[header.index] = PendingAppend(
             header.index, header.pos, self.clock.monotonic_ms(), fut
         )
+        self.fragments.appended(header.term, header.index, header.term, header.pos, header.size)
         self.wakeup_dispatchers()
         return fut
 
@@ -173,9 +166,9 @@ class LeaderPusher:
                     self._check_quorum()
                 else:
                     self._expire_pending()
-            except DLedgerStoreError:
+            except Exception:  # the loop must outlive any failure: it ends every wait
                 log.exception("dledger quorum ack check failed", self_id=self.state.self_id)
-            await wait_event(self.ack_wakeup, IDLE_WAIT_S)
+            await self.ack_wakeup.wait(IDLE_WAIT_S)
 
     def _expire_pending(self) -> None:
         """Not leading: appends of an office that ended still get 502 once older than
@@ -269,11 +262,13 @@ class EntryDispatcher:
         self.write_index = -1
         #: first index -> (send time, count): one entry per key unless batch push.
         self.pending: dict[int, tuple[int, int]] = {}
-        self.batch: list[DLedgerEntry] = []
+        #: the JSON fragments of the entries from ``batch_first`` not pushed yet (batch push).
+        self.batch: list[str] = []
+        self.batch_first = -1
         self.batch_size = 0
         self.last_push_commit_ms = -1
         self.last_check_leak_ms = 0
-        self.wakeup = asyncio.Event()
+        self.wakeup = Wakeup()
         self._tasks = TaskSet(f"dledger-{pusher.state.self_id}/push-{peer}/rpc")
         self.quota_second = -1
         self.quota_bytes = 0
@@ -296,7 +291,7 @@ class EntryDispatcher:
                 except DLedgerStoreError:
                     log.exception("dledger dispatcher failed", peer=self.peer)
                     self._change_state(-1, PushType.COMPARE)
-                await wait_event(self.wakeup, IDLE_WAIT_S)
+                await self.wakeup.wait(IDLE_WAIT_S)
         finally:
             await self._tasks.cancel_all(timeout_s=1.0)
 
@@ -344,7 +339,13 @@ class EntryDispatcher:
     def _do_append(self) -> None:
         store = self.p.store
         batch = self.p.config.enable_batch_push
-        while self._check_and_fresh_state() and self.type is PushType.APPEND:
+        fragments = self.p.fragments
+        # Nothing below awaits, so role, term and push state cannot change inside the loop:
+        # checked once, not per entry.
+        if not self._check_and_fresh_state() or self.type is not PushType.APPEND:
+            return
+        now = self._now()
+        while True:
             if self.write_index > store.ledger_end_index:
                 if batch and self.batch:
                     self._send_batch()
@@ -353,42 +354,45 @@ class EntryDispatcher:
                 return
             if (
                 len(self.pending) >= self.p.config.max_pending_size
-                or self._now() - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
+                or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
             ):
                 mark = self.p.get_peer_water_mark(self.term, self.peer)
                 for k in [k for k, (_, n) in self.pending.items() if k + n - 1 <= mark]:
                     del self.pending[k]
-                self.last_check_leak_ms = self._now()
+                self.last_check_leak_ms = now
             if len(self.pending) >= self.p.config.max_pending_size:
                 self._check_append_response()
                 return
-            if self._now() < self.quota_resume_ms:
+            if now < self.quota_resume_ms:
                 return
-            entry = store.get(self.write_index)
-            self._check_quota(entry)
+            index = self.write_index
+            pos, size, fragment = fragments.get(self.term, index)
+            self._check_quota(index, pos, size)
             if batch:
-                self.batch.append(entry)
-                self.batch_size += entry.size
+                if not self.batch:
+                    self.batch_first = index
+                self.batch.append(fragment)
+                self.batch_size += size
                 if self.batch_size >= self.p.config.max_batch_push_size:
                     self._send_batch()
             else:
-                self._send_append(entry)
+                self._send(index, [fragment], 0, batch=False)
             self.write_index += 1
 
-    def _check_quota(self, entry: DLedgerEntry) -> None:
+    def _check_quota(self, index: int, pos: int, size: int) -> None:
         """``checkQuotaAndWait``: a follower more than ``maxPendingSize`` entries and
         ``peerPushThrottlePoint`` bytes behind gets at most ``peerPushQuota`` bytes a second;
         once this second's quota is spent, pushing pauses until the next second."""
         cfg, store = self.p.config, self.p.store
-        if store.ledger_end_index - entry.index <= cfg.max_pending_size:
+        if store.ledger_end_index - index <= cfg.max_pending_size:
             return
-        if store.write_pos - entry.pos < cfg.peer_push_throttle_point:
+        if store.write_pos - pos < cfg.peer_push_throttle_point:
             return
         now = self._now()
         second = now // 1000
         if self.quota_second != second:
             self.quota_second, self.quota_bytes = second, 0
-        self.quota_bytes += entry.size
+        self.quota_bytes += size
         if self.quota_bytes >= cfg.peer_push_quota:
             self.quota_resume_ms = (second + 1) * 1000
             self.throttled += 1
@@ -396,30 +400,27 @@ class EntryDispatcher:
                 "dledger push quota exhausted", peer=self.peer, wait_ms=self.quota_resume_ms - now
             )
 
-    def _send_append(self, entry: DLedgerEntry) -> None:
-        request = self._request(PushType.APPEND, entry)
-        self.pending[entry.index] = (self._now(), 1)
-        self._tasks.spawn(self._push_append(request))
-
     def _send_batch(self) -> None:
-        entries = tuple(self.batch)
+        fragments, total = self.batch, self.batch_size
         self.batch, self.batch_size = [], 0
-        request = PushEntryRequest(
-            group=self.p.state.group,
-            local_id=self.p.state.self_id,
-            remote_id=self.peer,
-            leader_id=self.leader_id,
-            term=self.term,
-            type=PushType.APPEND,
-            batch_entry=entries,
-            total_size=sum(e.size for e in entries),
-            commit_index=self.p.store.committed_index,
-        )
-        self.pending[entries[0].index] = (self._now(), len(entries))
-        self._tasks.spawn(self._push_append(request))
+        self._send(self.batch_first, fragments, total, batch=True)
 
-    async def _push_append(self, request: PushEntryRequest) -> None:
-        resp = await self.p.rpc.invoke(DLedgerRequestCode.PUSH, request, PushEntryResponse)
+    def _send(self, first: int, fragments: list[str], total_size: int, *, batch: bool) -> None:
+        """One APPEND push of the entries from ``first`` (their JSON ``fragments``)."""
+        st = self.p.state
+        body = encode_append(
+            group=st.group, local_id=st.self_id, remote_id=self.peer, leader_id=self.leader_id,
+            term=self.term, commit_index=self.p.store.committed_index, fragments=fragments,
+            first_index=first, last_index=first + len(fragments) - 1, total_size=total_size,
+            batch=batch,
+        )  # fmt: skip
+        self.pending[first] = (self._now(), len(fragments))
+        self._tasks.spawn(self._push_append(body))
+
+    async def _push_append(self, body: bytes) -> None:
+        resp = await self.p.rpc.invoke_raw(
+            DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse
+        )
         if resp is None:
             return
         if resp.code == DLedgerResponseCode.SUCCESS and resp.index is not None:
@@ -442,18 +443,15 @@ class EntryDispatcher:
         log.warning("dledger push timed out, resending", peer=self.peer, index=mark + 1)
         count = sent[1]
         store = self.p.store
-        entries = [
-            store.get(i) for i in range(mark + 1, min(mark + count, store.ledger_end_index) + 1)
-        ]
-        if not entries:
+        last = min(mark + count, store.ledger_end_index)
+        if last < mark + 1:
             return
-        if len(entries) == 1 and count == 1:
-            self._send_append(entries[0])
-            return
-        saved, saved_size = self.batch, self.batch_size
-        self.batch, self.batch_size = entries, sum(e.size for e in entries)
-        self._send_batch()
-        self.batch, self.batch_size = saved, saved_size
+        got = [self.p.fragments.get(self.term, i) for i in range(mark + 1, last + 1)]
+        fragments = [f for _, _, f in got]
+        if len(got) == 1 and count == 1:
+            self._send(mark + 1, fragments, 0, batch=False)
+        else:
+            self._send(mark + 1, fragments, sum(size for _, size, _ in got), batch=True)
 
     def _do_commit(self) -> None:
         if self._now() - self.last_push_commit_ms > COMMIT_PUSH_INTERVAL_MS:

@@ -148,14 +148,33 @@ class PeerRpc:
         """Send ``request`` to its ``remoteId`` and decode the answer; None on a network error,
         a timeout, a non-200 remoting code or an undecodable body (callers treat None as
         upstream treats a failed future or a null response)."""
-        addr = self._peers.get(request.remote_id or "")
+        return await self.invoke_raw(
+            code, request.remote_id or "", encode_body(request), kind, timeout_s
+        )
+
+    async def invoke_raw(
+        self,
+        code: DLedgerRequestCode,
+        remote_id: str,
+        body: bytes,
+        kind: type[_R],
+        timeout_s: float | None = None,
+    ) -> _R | None:
+        """:meth:`invoke` with the request body already encoded (the pusher's APPEND pushes,
+        :mod:`.push_codec`) for peer ``remote_id``."""
+        addr = self._peers.get(remote_id)
         if addr is None:
             return None
-        command = RemotingCommand.request(code, None, encode_body(request))
+        command = RemotingCommand.request(code, None, body)
+        timeout = timeout_s or self._timeout_s
         try:
-            reply = await self._client.invoke(addr, command, timeout_s or self._timeout_s)
+            conn = self._client.connection_nowait(addr)
+            if conn is not None:  # connected: no connect deadline to arm
+                reply = await conn.invoke(command, timeout)
+            else:
+                reply = await self._client.invoke(addr, command, timeout)
         except RemotingError as e:
-            log.debug("dledger rpc failed", code=int(code), peer=request.remote_id, error=str(e))
+            log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(e))
             return None
         if reply.code != 200 or not reply.body:
             return None

@@ -1,9 +1,9 @@
 """DLedger 0.3.1.2's on-disk entry, blank tail and index unit (dledger-commitlog.md section 1.2).
 
-Owns: the byte layouts below and the patching of the RocketMQ record carried in an entry's body
-(section 1.3: the leader's append hook writes PHYSICALOFFSET = entry pos + 48). Mirrors
-``DLedgerEntry``, ``DLedgerEntryCoder``, ``MmapFileList.BLANK_MAGIC_CODE`` and
-``DLedgerCommitLog``'s ``AppendHook`` / ``checkMessageAndReturnSize`` framing. Pure: no I/O.
+Owns: the byte layouts below and the offsets of the RocketMQ record carried in an entry's body
+(section 1.3: PHYSICALOFFSET = entry pos + 48, which :mod:`.store` writes at a leader's append).
+Mirrors ``DLedgerEntry``, ``DLedgerEntryCoder``, ``MmapFileList.BLANK_MAGIC_CODE`` and
+``DLedgerCommitLog``'s ``checkMessageAndReturnSize`` framing. Pure: no I/O.
 Must not: know files or terms of office; :mod:`.store` and :mod:`.recovery` do.
 
 Entry (all big-endian):
@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from rocketpy.common.errors import CodecError
-from rocketpy.common.message.record import MAGIC_V1, MAGIC_V2, PHYSICAL_OFFSET_POS
-from rocketpy.common.message.record import QUEUE_OFFSET_POS as RECORD_QUEUE_OFFSET_POS
+from rocketpy.common.message.record import MAGIC_V1, MAGIC_V2
 from rocketpy.store.commit_log.record import BLANK_MAGIC as COMMIT_LOG_BLANK_MAGIC
 
 MAGIC_1: Final = 1
@@ -56,7 +55,6 @@ ENTRY_HEADER: Final = struct.Struct(">iiqqqiiii")
 # magic pos size index term
 INDEX_UNIT: Final = struct.Struct(">iqiqq")
 BLANK: Final = struct.Struct(">ii")
-_INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _RECORD_MAGICS: Final = frozenset({MAGIC_V1, MAGIC_V2})
 
@@ -281,32 +279,6 @@ def index_unit_of(h: EntryHeader) -> IndexUnit:
     return IndexUnit(magic=h.magic, pos=h.pos, size=h.size, index=h.index, term=h.term)
 
 
-def patch_record(
-    buf: Buf,
-    entry_off: int,
-    entry_pos: int,
-    *,
-    queue_offset: int | None = None,
-    body_length: int | None = None,
-) -> None:
-    """Section 1.3 on the record inside an entry whose bytes start at ``buf[entry_off]`` and
-    which is written at data offset ``entry_pos``: PHYSICALOFFSET (record +28) = ``entry_pos +
-    48`` (``DLedgerCommitLog``'s append hook) and, when given, QUEUEOFFSET (record +20).
-    ``body_length``: the entry's body length (default: the rest of ``buf``); the patch never
-    writes past it, whatever follows the entry in ``buf`` (a mapped file).
-
-    Raises:
-        EntryCodecError: the body is too short to be a record.
-    """
-    rec = entry_off + BODY_OFFSET
-    room = len(buf) - rec if body_length is None else min(body_length, len(buf) - rec)
-    if room < PHYSICAL_OFFSET_POS + 8:
-        raise EntryCodecError("body too short for a message record", field="body", offset=rec)
-    _INT64.pack_into(buf, rec + PHYSICAL_OFFSET_POS, record_offset(entry_pos))
-    if queue_offset is not None:
-        _INT64.pack_into(buf, rec + RECORD_QUEUE_OFFSET_POS, queue_offset)
-
-
 def check_entry_size(buf: Buf, off: int = 0) -> int:
     """``DLedgerCommitLog.checkMessageAndReturnSize``'s framing at an entry position: the
     entry's size (> 0), 0 for the blank tail (roll to the next file), -1 for anything else
@@ -321,10 +293,11 @@ def check_entry_size(buf: Buf, off: int = 0) -> int:
         return 0
     if len(buf) - off < BODY_OFFSET:
         return -1
-    h = decode_header(buf, off)
-    if not MAGIC_1 <= h.magic <= CURRENT_MAGIC or h.body_length + BODY_OFFSET != h.size:
+    # first = magic, second = size (the reput calls this per entry: no header object)
+    body_length = _INT32.unpack_from(buf, off + HEADER_SIZE)[0]
+    if not MAGIC_1 <= first <= CURRENT_MAGIC or body_length + BODY_OFFSET != second:
         return -1
-    if h.size <= HEADER_SIZE or len(buf) - off < h.size:
+    if second <= HEADER_SIZE or len(buf) - off < second:
         return -1
     record_size = _INT32.unpack_from(buf, off + BODY_OFFSET)[0]
-    return h.size if record_size == h.body_length else -1
+    return second if record_size == body_length else -1

@@ -22,6 +22,7 @@ which recovery handles (:mod:`.recovery`).
 from __future__ import annotations
 
 import mmap
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -29,9 +30,12 @@ from typing import Final
 import structlog
 
 from rocketpy.common.errors import StoreError
+from rocketpy.common.message.record import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS
 from rocketpy.store.dledger_log.entry import (
     BODY_OFFSET,
     CURRENT_MAGIC,
+    ENTRY_HEADER,
+    INDEX_UNIT,
     INDEX_UNIT_SIZE,
     DLedgerEntry,
     EntryCodecError,
@@ -40,10 +44,6 @@ from rocketpy.store.dledger_log.entry import (
     decode_entry,
     decode_header,
     decode_index_unit,
-    encode_index_unit,
-    index_unit_of,
-    pack_header_into,
-    patch_record,
 )
 from rocketpy.store.dledger_log.file_list import MmapFileList
 from rocketpy.store.dledger_log.meta import DLedgerCheckpoint, load_checkpoint, persist_checkpoint
@@ -51,11 +51,14 @@ from rocketpy.store.dledger_log.recovery import RecoveryResult, recover_log
 
 log = structlog.get_logger(__name__)
 
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+
 #: ``mappedFileSizeCommitLog``'s default, DLedger's ``mappedFileSizeForEntryData`` in a broker.
 DEFAULT_DATA_FILE_SIZE: Final = 1024 * 1024 * 1024
 #: ``mappedFileSizeForEntryIndex``: 32 bytes x 5 Mi units.
 DEFAULT_INDEX_FILE_SIZE: Final = INDEX_UNIT_SIZE * 5 * 1024 * 1024
-#: The shortest body :func:`patch_record` can patch: up to PHYSICALOFFSET's end (record +36).
+#: The shortest body the leader can patch: up to PHYSICALOFFSET's end (record +36).
 MIN_RECORD_BODY: Final = 36
 
 
@@ -179,24 +182,22 @@ class DLedgerLogStore:
         size = BODY_OFFSET + len(body)
         mf, rel = self.data.last_for_write(size)
         pos = mf.file_from_offset + rel
-        header = EntryHeader(
-            magic=CURRENT_MAGIC,
-            size=size,
-            index=self.ledger_end_index + 1,
-            term=term,
-            pos=pos,
-            body_length=len(body),
-        )
+        index = self.ledger_end_index + 1
         buf = mf.buffer
         buf[rel + BODY_OFFSET : rel + size] = body
-        if patch:
-            patch_record(buf, rel, pos, queue_offset=queue_offset, body_length=len(body))
-        self._finish_entry(mf.buffer, rel, header)
+        if patch:  # length checked above: the record's PHYSICALOFFSET lies inside the body
+            _INT64.pack_into(buf, rel + BODY_OFFSET + PHYSICAL_OFFSET_POS, pos + BODY_OFFSET)
+            if queue_offset is not None:
+                _INT64.pack_into(buf, rel + BODY_OFFSET + QUEUE_OFFSET_POS, queue_offset)
+        self._finish_entry(buf, rel, CURRENT_MAGIC, size, index, term, pos, 0, 0, 0)
         mf.wrote_position = rel + size
-        self._append_index(header)
-        return header
+        self._append_index(CURRENT_MAGIC, pos, size, index, term)
+        return EntryHeader(
+            magic=CURRENT_MAGIC, size=size, index=index, term=term, pos=pos,
+            body_length=len(body),
+        )  # fmt: skip
 
-    def append_as_follower(self, entry: DLedgerEntry) -> EntryHeader:
+    def append_as_follower(self, entry: DLedgerEntry) -> None:
         """``appendAsFollower``: store a pushed entry verbatim at its index and pos.
 
         Raises:
@@ -207,35 +208,41 @@ class DLedgerLogStore:
             raise DLedgerStoreError(
                 "INCONSISTENT_INDEX", f"{entry.index} != {self.ledger_end_index + 1}"
             )
-        return self._write_verbatim(entry)
+        self._write_verbatim(entry)
 
-    def _write_verbatim(self, entry: DLedgerEntry) -> EntryHeader:
-        header = entry.header()
-        mf, rel = self.data.last_for_write(entry.size)
+    def _write_verbatim(self, entry: DLedgerEntry) -> None:
+        size = entry.size
+        mf, rel = self.data.last_for_write(size)
         if mf.file_from_offset + rel != entry.pos:
             raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {entry.pos}")
-        mf.buffer[rel + BODY_OFFSET : rel + entry.size] = entry.body
-        self._finish_entry(mf.buffer, rel, header)
-        mf.wrote_position = rel + entry.size
-        self._append_index(header)
-        return header
+        buf = mf.buffer
+        buf[rel + BODY_OFFSET : rel + size] = entry.body
+        self._finish_entry(
+            buf, rel, entry.magic, size, entry.index, entry.term, entry.pos, entry.channel,
+            entry.chain_crc, entry.body_crc,
+        )  # fmt: skip
+        mf.wrote_position = rel + size
+        self._append_index(entry.magic, entry.pos, size, entry.index, entry.term)
 
     @staticmethod
-    def _finish_entry(buf: mmap.mmap, rel: int, header: EntryHeader) -> None:
-        """Header bytes 4..48 first, the magic last (see the module docstring)."""
-        tmp = bytearray(BODY_OFFSET)
-        pack_header_into(tmp, 0, header)
-        buf[rel + 4 : rel + BODY_OFFSET] = tmp[4:]
-        buf[rel : rel + 4] = tmp[:4]
+    def _finish_entry(  # noqa: PLR0917 - the header's fields, positional: per entry
+        buf: mmap.mmap, rel: int, magic: int, size: int, index: int, term: int, pos: int,
+        channel: int, chain_crc: int, body_crc: int,
+    ) -> None:  # fmt: skip
+        """Header bytes 4..48 first (magic 0), the magic last (see the module docstring)."""
+        ENTRY_HEADER.pack_into(
+            buf, rel, 0, size, index, term, pos, channel, chain_crc, body_crc, size - BODY_OFFSET
+        )
+        _INT32.pack_into(buf, rel, magic)
 
-    def _append_index(self, header: EntryHeader) -> None:
-        at = self.index.append(encode_index_unit(index_unit_of(header)))
-        if at != header.index * INDEX_UNIT_SIZE:
-            raise DLedgerStoreError("DISK_ERROR", f"index unit of {header.index} written at {at}")
-        self.ledger_end_index = header.index
-        self.ledger_end_term = header.term
+    def _append_index(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
+        at = self.index.append(INDEX_UNIT.pack(magic, pos, size, index, term))
+        if at != index * INDEX_UNIT_SIZE:
+            raise DLedgerStoreError("DISK_ERROR", f"index unit of {index} written at {at}")
+        self.ledger_end_index = index
+        self.ledger_end_term = term
         if self.ledger_begin_index == -1:
-            self.ledger_begin_index = header.index
+            self.ledger_begin_index = index
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -306,7 +313,7 @@ class DLedgerLogStore:
         self.index.truncate_or_rebuild(entry.index * INDEX_UNIT_SIZE)
         self.ledger_end_index = entry.index - 1
         if existed:
-            self._append_index(entry.header())
+            self._append_index(entry.magic, entry.pos, entry.size, entry.index, entry.term)
         else:
             self._write_verbatim(entry)
         self._revise_begin_index()

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketpy.common.message.decoder import decode_record
 from rocketpy.common.message.record import MessageRecord, encode_record
 from rocketpy.store.commit_log.record import encode_blank as commit_log_blank
 from rocketpy.store.dledger_log.entry import (
@@ -28,7 +27,6 @@ from rocketpy.store.dledger_log.entry import (
     encode_index_unit,
     entry_pos_of,
     fits,
-    patch_record,
     record_offset,
     validate_header,
 )
@@ -94,36 +92,10 @@ def test_fits_keeps_room_for_the_blank() -> None:
     assert not fits(10, 48 + 10 + 7)
 
 
-def test_patch_record_writes_physical_and_queue_offset() -> None:
-    """1. Put a record in an entry at pos 1000. 2. Patch it.
-    Expected: the record decodes with PHYSICALOFFSET 1048 and the given QUEUEOFFSET; the header
-    is untouched."""
-    entry = bytearray(encode_entry(DLedgerEntry(index=0, term=1, pos=1000, body=_record())))
-    before = bytes(entry[:48])
-    patch_record(entry, 0, 1000, queue_offset=77)
-    rec = decode_record(bytes(entry[48:]))
-    assert (rec.physical_offset, rec.queue_offset) == (1048, 77)
-    assert struct.unpack_from(">q", entry, 48 + 28)[0] == 1048
-    assert bytes(entry[:48]) == before
+def test_record_offset_is_entry_pos_plus_48() -> None:
+    """Section 1.3: a message's physical offset is its entry's pos + 48, and back."""
     assert record_offset(1000) == 1048
     assert entry_pos_of(1048) == 1000
-    with pytest.raises(EntryCodecError):
-        patch_record(bytearray(60), 0, 0)
-
-
-def test_patch_record_stays_inside_a_short_body() -> None:
-    """1. A 20-byte body followed by other bytes in one buffer (as in a mapped file).
-    2. Patch with the body's length given.
-    Expected: refused (the patch ends at record +36), the bytes after the body untouched; a
-    body of exactly 36 bytes is patched."""
-    buf = bytearray(48 + 20) + bytearray(b"\xaa" * 64)
-    with pytest.raises(EntryCodecError):
-        patch_record(buf, 0, 0, body_length=20)
-    assert buf[68:] == b"\xaa" * 64
-    ok = bytearray(48 + 36) + bytearray(b"\xaa" * 8)
-    patch_record(ok, 0, 0, body_length=36)
-    assert struct.unpack_from(">q", ok, 48 + 28)[0] == 48
-    assert ok[84:] == b"\xaa" * 8
 
 
 def test_check_entry_size_frames_entries() -> None:
