@@ -28,6 +28,7 @@ from rocketpy.common.message.record import Address
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
 from rocketpy.dledger.commitlog_member.member import DLedgerMember
 from rocketpy.store.checkpoint import StoreCheckpoint
+from rocketpy.store.cleanup import DiskUsage, disk_used_ratio
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import ArrivalHook, scan_record
 from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
@@ -71,28 +72,38 @@ class DLedgerMessageStore(MessageStore):
         store_host: Address = ("127.0.0.1", 10911),
         clock: Clock | None = None,
         on_arrival: ArrivalHook | None = None,
+        disk_usage: DiskUsage = disk_used_ratio,
     ) -> None:
-        super().__init__(config, store_host=store_host, clock=clock, on_arrival=on_arrival)
         self.member = member
-        self.commit_log = DLedgerCommitLog(
-            config,
-            member,
+        super().__init__(
+            config, store_host=store_host, clock=clock, on_arrival=on_arrival, disk_usage=disk_usage
+        )
+        # Retention of DLedger data files is not built (the member's index and ledger begin
+        # index would have to follow): the clean pass keeps every file and only watches the
+        # disk, so a full disk still refuses sends through this commit log.
+        self.clean.floor = lambda: 0
+        # A follower's committed position moves with the leader's pushes, a leader's with
+        # the quorum's acks: either way the reput has new committed entries to dispatch.
+        member.add_committed_listener(lambda _index, _pos: self.reput.wake())
+
+    def _new_commit_log(self, store_host: Address) -> DLedgerCommitLog:
+        return DLedgerCommitLog(
+            self.config,
+            self.member,
             store_host=store_host,
             clock=self.clock,
             flush_executor=self._flush_executor,
             alloc_executor=self._alloc_executor,
             on_append=self._wake_reput,
         )
-        self.reput = DLedgerReput(
+
+    def _new_reput(self, on_arrival: ArrivalHook | None) -> DLedgerReput:
+        return DLedgerReput(
             self.commit_log.mfq,
             self.commit_log.confirm_offset,
             on_arrival=on_arrival,
             put_run=self._put_cq_run,
         )
-        self.commit_log.replicated_timestamp = lambda: self.reput.scanned
-        # A follower's committed position moves with the leader's pushes, a leader's with
-        # the quorum's acks: either way the reput has new committed entries to dispatch.
-        member.add_committed_listener(lambda _index, _pos: self.reput.wake())
 
     def _load_and_recover(self) -> None:
         """Section 1.5, RocketMQ layer (the member has recovered the DLedger log already):

@@ -65,21 +65,8 @@ class MessageStore:
         self.clock = clock or SystemClock()
         self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._alloc_executor = ThreadPoolExecutor(1, thread_name_prefix="store-alloc")
-        self.commit_log = CommitLog(
-            config,
-            store_host=store_host,
-            clock=self.clock,
-            flush_executor=self._flush_executor,
-            alloc_executor=self._alloc_executor,
-            on_append=self._wake_reput,
-        )
-        self.reput = ReputService(
-            self.commit_log.mfq,
-            self.commit_log.confirm_offset,
-            on_arrival=on_arrival,
-            hints=self.commit_log.dispatch_hints,
-            put_run=self._put_cq_run,
-        )
+        self.commit_log = self._new_commit_log(store_host)
+        self.reput = self._new_reput(on_arrival)
         self.commit_log.replicated_timestamp = lambda: self.reput.scanned
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
@@ -153,6 +140,27 @@ class MessageStore:
     def _confirm_offset(self) -> int | None:
         limit = self.commit_log.dispatch_limit
         return limit() if limit is not None else None
+
+    def _new_commit_log(self, store_host: Address) -> CommitLog:
+        """The commit log this store appends to (DLedger CommitLog mode overrides it)."""
+        return CommitLog(
+            self.config,
+            store_host=store_host,
+            clock=self.clock,
+            flush_executor=self._flush_executor,
+            alloc_executor=self._alloc_executor,
+            on_append=self._wake_reput,
+        )
+
+    def _new_reput(self, on_arrival: ArrivalHook | None) -> ReputService:
+        """The dispatcher from :attr:`commit_log` to the consume queues (after the commit log)."""
+        return ReputService(
+            self.commit_log.mfq,
+            self.commit_log.confirm_offset,
+            on_arrival=on_arrival,
+            hints=self.commit_log.dispatch_hints,
+            put_run=self._put_cq_run,
+        )
 
     def _wake_reput(self) -> None:
         self.reput.wake()
