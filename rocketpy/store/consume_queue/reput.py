@@ -289,8 +289,12 @@ class ReputService:
                     awaited = True
                     await pending
         for d in self.dispatchers:
-            for req in run:
-                d.dispatch(req)
+            dispatch_run = getattr(d, "dispatch_run", None)  # optional (CommitLogDispatcher)
+            if dispatch_run is not None:
+                dispatch_run(run)
+            else:
+                for req in run:
+                    d.dispatch(req)
         last = run[-1]
         self.reput_from = last.commit_log_offset + last.msg_size
         for req in reversed(run):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -178,6 +179,66 @@ class IndexFile:
             header.hash_slot_count, index_no + 1,
         )  # fmt: skip
         return True
+
+    def put_keys(self, keys: Sequence[tuple[str, int, int]]) -> int:
+        """:meth:`put_key` for each ``(key, phy offset, store timestamp)`` in order, until the
+        file is full; the header is written once, after the last entry (its bytes end as
+        ``put_key`` one at a time leaves them). Returns how many were added. A batch's keys
+        (``IndexService.dispatch_run``); a single message's key keeps :meth:`put_key`, which a
+        one-key call of this would make slower."""
+        header = self.header
+        index_no = header.index_count
+        index_num = self.index_num
+        if index_no >= index_num:
+            return 0
+        mapped = self._map
+        if mapped is None:
+            raise StoreError(f"index file {self.path} is closed")
+        slots = self.hash_slot_num
+        entries_pos = self._entries_pos
+        begin = header.begin_timestamp
+        begin_phy = header.begin_phy_offset
+        slot_count = header.hash_slot_count
+        added = 0
+        phy_offset = store_timestamp = 0
+        for key, phy_offset, store_timestamp in keys:
+            if index_no >= index_num:
+                break
+            h = java_string_hash(key)
+            key_hash = -h if h < 0 else h
+            if key_hash == _INT_MIN_ABS:  # Math.abs(Integer.MIN_VALUE) stays negative: 0 then
+                key_hash = 0
+            slot_pos = r.INDEX_HEADER_SIZE + (key_hash % slots) * r.HASH_SLOT_SIZE
+            slot_value = _SLOT_UNPACK(mapped, slot_pos)[0]
+            if slot_value <= r.INVALID_INDEX or slot_value > index_no:
+                slot_value = r.INVALID_INDEX
+                slot_count += 1
+            # time_diff_seconds: Java's truncating long division, clamped to [0, INT_MAX].
+            diff = store_timestamp - begin
+            time_diff = 0 if begin <= 0 or diff < 1000 else min(diff // 1000, r.INT_MAX)
+            _ENTRY_PACK(
+                mapped, entries_pos + index_no * r.INDEX_SIZE,
+                key_hash, phy_offset, time_diff, slot_value,
+            )  # fmt: skip
+            _SLOT_PACK(mapped, slot_pos, index_no)
+            # Upstream quirk kept for identical files: the first entry's timeDiff is taken
+            # against the begin inherited from the previous file, then begin moves to its time.
+            if index_no <= 1:
+                begin = store_timestamp
+                begin_phy = phy_offset
+            index_no += 1
+            added += 1
+        if added:
+            header.begin_timestamp = begin
+            header.begin_phy_offset = begin_phy
+            header.hash_slot_count = slot_count
+            header.end_timestamp = store_timestamp
+            header.end_phy_offset = phy_offset
+            header.index_count = index_no
+            _HEADER_PACK(
+                mapped, 0, begin, store_timestamp, begin_phy, phy_offset, slot_count, index_no
+            )
+        return added
 
     def select_phy_offsets(
         self, out: list[int], key: str, max_num: int, begin: int, end: int

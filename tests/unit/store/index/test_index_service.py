@@ -282,3 +282,52 @@ async def test_index_service_load_drops_empty_spare_left_by_crash(
         await again.start()
         assert again.query_offsets("T", "k", 64, T0 - 1, FAR).phy_offsets == (100, 0)
         await again.stop()
+
+
+def _run_records(base: int, keys: str) -> list[DispatchRequest]:
+    """A run of three records from ``base``: ``keys`` and a UNIQ_KEY, a rollback (not indexed),
+    a UNIQ_KEY alone; at most 5 keys, what may wait for a file (``index_num``)."""
+    out = []
+    for i, (k, flag) in enumerate([(keys, 0), ("r", 0b1100), ("", 0)]):
+        props = encode_properties({"KEYS": k or None, "UNIQ_KEY": f"U{base + i}"})
+        out.append(
+            DispatchRequest("T", 0, base + 100 * i, 100, 0, T0 + 1500 * i, i, props, flag, 0)
+        )
+    return out
+
+
+async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatch(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Dispatch the same runs into two services (4 entries per file, so runs cross file
+    ends): one record at a time, and a run per call; one run starts below the indexed offset
+    (re-dispatch) for its first records.
+    Expected: the same index files, byte for byte, and the same query answers."""
+    one, run = _service(tmp_path / "one", executor), _service(tmp_path / "run", executor)
+    runs = [
+        _run_records(base, keys)
+        for base, keys in [(1000, "k0"), (1500, "a b  c"), (1600, "k0"), (3000, ""), (4000, "k0")]
+    ]
+    async with asyncio.timeout(10):
+        for svc in (one, run):
+            await svc.load(last_exit_ok=True)
+            await svc.start()
+        for records in runs:
+            for req in records:
+                one.dispatch(req)
+            run.dispatch_run(records)
+            await _settled(one)
+            await _settled(run)
+        k0 = run.query_offsets("T", "k0", 50, 0, FAR)
+        assert k0 == one.query_offsets("T", "k0", 50, 0, FAR)
+        assert k0.phy_offsets == (4000, 1000)  # 1600 lies below 1700, indexed by then
+        assert run.query_offsets("T", "c", 50, 0, FAR).phy_offsets == (1500,)
+        assert run.statistics() == one.statistics()
+        for svc in (one, run):
+            await svc.stop()
+
+    def files(svc_root: Path) -> list[bytes]:
+        return [p.read_bytes() for p in sorted((svc_root / "index").iterdir())]
+
+    assert len(files(tmp_path / "one")) >= 3
+    assert files(tmp_path / "one") == files(tmp_path / "run")
