@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Final, TypeVar
+
+import orjson
 
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean, dumps
@@ -368,8 +369,8 @@ def encode_body(body: Body) -> bytes:
 
 def _load(buf: bytes | memoryview) -> dict[str, Any]:
     try:
-        doc = json.loads(bytes(buf))
-    except (UnicodeDecodeError, ValueError) as e:
+        doc = orjson.loads(buf)  # bodies of every peer request and response: the hot path
+    except orjson.JSONDecodeError as e:
         raise CodecError(f"body is not JSON: {e}", field="body") from e
     if not isinstance(doc, dict):
         raise CodecError("body is not a JSON object", field="body")
