@@ -4,7 +4,6 @@ section 6's setup): free peer ports, per-node stores, NameServer view of the gro
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ from rocketpy.broker.store_api import StoredMessage
 from rocketpy.client.admin import AdminClient, TopicSpec
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemotingError
+from rocketpy.tools.children import free_ports
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.history import History, Outcome
 from tests.helpers.processes import Daemon, start_broker
@@ -20,21 +20,6 @@ from tests.helpers.processes import Daemon, start_broker
 CLUSTER = "RaftCluster"
 GROUP = "RaftNode00"
 NODES = ("n0", "n1", "n2")
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports free now (bound and released): the static ``dLegerPeers`` list needs them before
-    any member starts."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass

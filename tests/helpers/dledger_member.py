@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +14,9 @@ from rocketpy.common.aio import wait_until
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
 from rocketpy.dledger.commitlog_member.member import DLedgerMember
 from rocketpy.dledger.commitlog_member.state import Role
+from rocketpy.tools.children import free_ports
 
 IDS = ("n0", "n1", "n2")
-
-
-def free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class Group:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from rocketpy.tools.children import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / "bin"
@@ -191,22 +192,6 @@ CONTROLLER_BOOT = re.compile(
 )
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports for a Raft group's static peer list. Every member must know every other address
-    before any starts, so these cannot come from binding port 0 in the daemon; they are
-    reserved by binding here and released just before the start (start_controllers retries)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 #: The controller port of a member that has a host (a network namespace) to itself.
 CONTROLLER_PORT = 9878
 
@@ -218,7 +203,7 @@ def write_controller_confs(
     one address per member, each a host of its own (port :data:`CONTROLLER_PORT`), instead of
     free loopback ports."""
     if hosts is None:
-        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(_free_ports(count)))
+        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(free_ports(count)))
     else:
         peers = ";".join(f"n{i}-{h}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
     confs = []

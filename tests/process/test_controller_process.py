@@ -16,8 +16,9 @@ import pytest
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import RemotingError
 from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.tools.children import free_ports
 from tests.helpers.controller_client import FakeBroker
-from tests.helpers.processes import Daemon, _free_ports, run_bin, start_controllers, start_namesrv
+from tests.helpers.processes import Daemon, run_bin, start_controllers, start_namesrv
 
 EMBEDDED_BOOT = re.compile(
     r"The ControllerManager boot success\. serializeType=JSON, address (\S+)"
@@ -151,7 +152,7 @@ def test_namesrv_with_embedded_controller(tmp_path: Path) -> None:
     Expected: both boot lines (NameServer, then ControllerManager on the DLedger port); the
     controller elects itself and mqadmin getControllerMetaData names it leader; SIGTERM stops
     both with exit 0."""
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     daemon, _ = start_namesrv(
         tmp_path,
         "enableControllerInNamesrv=true\ncontrollerDLegerGroup=g1\n"
