@@ -415,12 +415,18 @@ class EntryDispatcher:
             batch=batch,
         )  # fmt: skip
         self.pending[first] = (self._now(), len(fragments))
-        self._tasks.spawn(self._push_append(body))
+        # Answered in a done callback (no task per push) once connected.
+        if not self.p.rpc.invoke_raw_soon(
+            DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse, self._on_append_reply
+        ):
+            self._tasks.spawn(self._push_append(body))
 
     async def _push_append(self, body: bytes) -> None:
-        resp = await self.p.rpc.invoke_raw(
-            DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse
+        self._on_append_reply(
+            await self.p.rpc.invoke_raw(DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse)
         )
+
+    def _on_append_reply(self, resp: PushEntryResponse | None) -> None:
         if resp is None:
             return
         if resp.code == DLedgerResponseCode.SUCCESS and resp.index is not None:

@@ -13,6 +13,7 @@ INSTALL_SNAPSHOT (51006, 0.4 only) is not registered.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -176,13 +177,56 @@ class PeerRpc:
         except RemotingError as e:
             log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(e))
             return None
-        if reply.code != 200 or not reply.body:
-            return None
+        return _decoded(code, reply, kind)
+
+    def invoke_raw_soon(
+        self,
+        code: DLedgerRequestCode,
+        remote_id: str,
+        body: bytes,
+        kind: type[_R],
+        on_reply: Callable[[_R | None], None],
+    ) -> bool:
+        """:meth:`invoke_raw` without a coroutine, over an open connection to the peer:
+        ``on_reply`` gets what :meth:`invoke_raw` would return, from the response's done
+        callback. False, with nothing sent, when no connection is open (the caller awaits
+        :meth:`invoke_raw`, which connects). The leader's APPEND pushes: a task per push cost
+        more than the push."""
+        addr = self._peers.get(remote_id)
+        conn = None if addr is None else self._client.connection_nowait(addr)
+        if conn is None:
+            return False
+        command = RemotingCommand.request(code, None, body)
         try:
-            return decode_body(reply.body, kind)
-        except CodecError as e:
-            log.warning("dledger rpc bad response", code=int(code), error=str(e))
-            return None
+            fut = conn.invoke_future(command, self._timeout_s)
+        except RemotingError:
+            return False
+
+        def replied(done: asyncio.Future[RemotingCommand]) -> None:
+            if done.cancelled():
+                on_reply(None)
+                return
+            error = done.exception()
+            if error is not None:
+                log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(error))
+                on_reply(None)
+                return
+            on_reply(_decoded(code, done.result(), kind))
+
+        fut.add_done_callback(replied)
+        return True
+
+
+def _decoded(code: DLedgerRequestCode, reply: RemotingCommand, kind: type[_R]) -> _R | None:
+    """A reply's body as ``kind``; None for a non-200 remoting code, no body or a body that
+    does not decode (logged)."""
+    if reply.code != 200 or not reply.body:
+        return None
+    try:
+        return decode_body(reply.body, kind)
+    except CodecError as e:
+        log.warning("dledger rpc bad response", code=int(code), error=str(e))
+        return None
 
 
 async def _respond(

@@ -78,8 +78,11 @@ class Connection(asyncio.Protocol):
         self._pos = 0
         self._need = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        #: (deadline, future, timeout, code) of invoke()s in non-decreasing deadline order.
-        self._deadlines: deque[tuple[float, asyncio.Future[RemotingCommand], float, int]] = deque()
+        #: (deadline, future, timeout, code, opaque) of invoke()s in non-decreasing deadline
+        #: order.
+        self._deadlines: deque[tuple[float, asyncio.Future[RemotingCommand], float, int, int]] = (
+            deque()
+        )
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
         self._flush_scheduled = False
@@ -132,30 +135,55 @@ class Connection(asyncio.Protocol):
             RequestTimeout: no response within ``timeout_s``.
             ConnectionClosed: the connection is or became closed.
         """
+        fut = self.invoke_future(request, timeout_s)
+        try:
+            return await fut
+        finally:
+            if self._pending.get(request.opaque) is fut:
+                del self._pending[request.opaque]
+
+    def invoke_future(
+        self, request: RemotingCommand, timeout_s: float
+    ) -> asyncio.Future[RemotingCommand]:
+        """:meth:`invoke` without a coroutine: the future the response completes (or
+        :class:`RequestTimeout` after ``timeout_s``, or :class:`ConnectionClosed`). For a caller
+        that handles the answer in a done callback (a DLedger leader's pushes: one task per
+        push cost more than the push).
+
+        Raises:
+            ConnectionClosed: the connection is closed.
+        """
         if self._closed:
             raise ConnectionClosed(f"connection to {self._peer} is closed") from self._close_cause
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._pending[request.opaque] = fut
+        opaque = request.opaque
+        self._pending[opaque] = fut
         deadline = loop.time() + timeout_s
         deadlines = self._deadlines
-        timer: asyncio.TimerHandle | None = None
         if not deadlines or deadline >= deadlines[-1][0]:
             # The usual case (one timeout per connection's callers): in deadline order, expired
             # by the one shared timer -- no timer per request.
-            deadlines.append((deadline, fut, timeout_s, request.code))
+            deadlines.append((deadline, fut, timeout_s, request.code, opaque))
             if self._deadline_timer is None:
                 self._deadline_timer = loop.call_at(deadline, self._expire_due)
         else:
-            timer = loop.call_at(deadline, _expire, fut, self._peer, timeout_s, request.code)
-        try:
-            self.send_response(request)
-            return await fut
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if self._pending.get(request.opaque) is fut:
-                del self._pending[request.opaque]
+            # Out of order: a timer of its own (left to fire as a no-op once answered).
+            loop.call_at(deadline, self._expire, fut, timeout_s, request.code, opaque)
+        self.send_response(request)
+        return fut
+
+    def _expire(
+        self, fut: asyncio.Future[RemotingCommand], timeout_s: float, code: int, opaque: int
+    ) -> None:
+        if not fut.done():
+            fut.set_exception(
+                RequestTimeout(
+                    f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
+                )
+            )
+        if self._pending.get(opaque) is fut:
+            del self._pending[opaque]
 
     def _expire_due(self) -> None:
         """The shared timer: fail due requests, drop answered ones, re-arm for the oldest one
@@ -165,14 +193,14 @@ class Connection(asyncio.Protocol):
         deadlines = self._deadlines
         now = asyncio.get_running_loop().time()
         while deadlines:
-            deadline, fut, timeout_s, code = deadlines[0]
+            deadline, fut, timeout_s, code, opaque = deadlines[0]
             if not fut.done():
                 if deadline > now:
                     self._deadline_timer = asyncio.get_running_loop().call_at(
                         deadline, self._expire_due
                     )
                     return
-                _expire(fut, self._peer, timeout_s, code)
+                self._expire(fut, timeout_s, code, opaque)
             deadlines.popleft()
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
@@ -354,12 +382,3 @@ class Connection(asyncio.Protocol):
 
 
 __all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection"]
-
-
-def _expire(fut: asyncio.Future[RemotingCommand], peer: str, timeout_s: float, code: int) -> None:
-    if not fut.done():
-        fut.set_exception(
-            RequestTimeout(
-                f"wait response on {peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
-            )
-        )
