@@ -15,6 +15,7 @@ flush (the member flushes every ``flushFileInterval``), or serve anything uncomm
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any
@@ -190,37 +191,49 @@ class DLedgerCommitLog(CommitLog):
     async def _put_entries(
         self, what: MessageToStore | MessageBatch, appended: Callable[[], None] | None
     ) -> PutResult:
+        soon = self.put_soon(what)
+        if isinstance(soon, PutResult):
+            return soon
+        if appended is not None:
+            appended()
+        return await soon
+
+    def put_soon(
+        self, what: MessageToStore | MessageBatch
+    ) -> PutResult | asyncio.Future[PutResult]:
+        """Append ``what`` (one entry per message) now; the refusal, or the future of the
+        result once the quorum answered every entry (PUT_OK, else the first entry's failure).
+        No coroutine and no timer: the member answers every append within
+        ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown (500)."""
         if not self.writable or self.disk_full:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         first = self._append(what)
         if isinstance(first, PutResult):
             return first
         result, pending = first
-        if appended is not None:
-            appended()
-        status = PutMessageStatus.PUT_OK
-        for entry in pending:
-            answer = await self._answer(entry)
-            if status is PutMessageStatus.PUT_OK and answer is not PutMessageStatus.PUT_OK:
-                status = answer
-        if status is not PutMessageStatus.PUT_OK:
-            log.warning("dledger append not committed", status=status.value,
-                        first_index=pending[0].index, entries=len(pending))  # fmt: skip
-            result.status = status
-        return result
+        settled: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+        statuses: list[PutMessageStatus | None] = [None] * len(pending)
+        left = len(pending)
 
-    async def _answer(self, entry: PendingEntry) -> PutMessageStatus:
-        """The quorum's answer to ``entry``. No deadline of its own: the member answers every
-        append within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown
-        (500), so one timer per entry here would only add cost."""
-        try:
-            response: AppendEntryResponse = await entry.future
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # this send was cancelled (the member ignores a cancelled future)
-            return PutMessageStatus.UNKNOWN_ERROR
-        return answer_status(response.code)
+        def answered(i: int, done: asyncio.Future[AppendEntryResponse]) -> None:
+            nonlocal left
+            if done.cancelled() or done.exception() is not None:
+                statuses[i] = PutMessageStatus.UNKNOWN_ERROR
+            else:
+                statuses[i] = answer_status(done.result().code)
+            left -= 1
+            if left or settled.done():
+                return
+            failed = next((st for st in statuses if st is not PutMessageStatus.PUT_OK), None)
+            if failed is not None:
+                log.warning("dledger append not committed", status=failed.value,
+                            first_index=pending[0].index, entries=len(pending))  # fmt: skip
+                result.status = failed
+            settled.set_result(result)
+
+        for i, entry in enumerate(pending):
+            entry.future.add_done_callback(functools.partial(answered, i))
+        return settled
 
     def _append(
         self, what: MessageToStore | MessageBatch

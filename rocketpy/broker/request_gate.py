@@ -181,6 +181,11 @@ def gated_nowait(
         if result is None or isinstance(result, RemotingCommand):
             gate.release()
             return result
+        if isinstance(result, asyncio.Future):
+            # Its work is done but for an acknowledgement (dispatch.py): the slot goes back
+            # now, as release_slot_early gives it back before a wait for replicas.
+            gate.release()
+            return result
         return _release_after(gate, result)
 
     return run

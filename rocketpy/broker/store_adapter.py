@@ -17,6 +17,7 @@ import dataclasses
 import os
 import shutil
 import struct
+from asyncio import Future
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -206,6 +207,17 @@ class MessageStoreAdapter:
         if self._sync_flush:
             return None
         return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
+
+    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
+        """:meth:`put_message`/:meth:`put_batch` appended now and acknowledged later, with no
+        coroutine (a DLedger log's quorum): the refusal, or the future of the result; None --
+        nothing written -- where the put waits otherwise (HA replicas, a plain log)."""
+        if self.auto_ha is not None or self.ha is not None:
+            return None
+        refused = self._refusal()
+        if refused is not None:
+            return PutResult(status=refused)
+        return self.store.put_soon(what)
 
     def _put_nowait(
         self, wait_store: bool, append: Callable[[_T], PutResult | None], stored: _T

@@ -12,6 +12,7 @@ binds it to this Protocol).
 
 from __future__ import annotations
 
+from asyncio import Future
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -111,6 +112,12 @@ class BrokerStore(Protocol):
 
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` when it needs no await, as :meth:`put_message_nowait`."""
+        ...
+
+    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
+        """A put that :meth:`put_message_nowait` left (None) appended now with no coroutine:
+        the refusal, or the future of the result when only an acknowledgement is pending (a
+        DLedger quorum); None, with nothing written, when the caller must await the put."""
         ...
 
     def get_message(

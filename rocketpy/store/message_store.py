@@ -355,6 +355,12 @@ class MessageStore:
         ``appended`` as for :meth:`put_message`."""
         return self.commit_log.put_batch(batch, appended)
 
+    def put_soon(
+        self, what: MessageToStore | MessageBatch
+    ) -> PutResult | asyncio.Future[PutResult] | None:
+        """:meth:`CommitLog.put_soon <rocketpy.store.commit_log.commit_log.CommitLog.put_soon>`."""
+        return self.commit_log.put_soon(what)
+
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` if it needs no await, else None with nothing written."""
         return self.commit_log.put_batch_nowait(batch)

@@ -18,7 +18,7 @@ Decided: a batch stores each message's own properties plus the broker-added ones
 from __future__ import annotations
 
 import functools
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from time import perf_counter
 from typing import Any, Final
 
@@ -26,20 +26,18 @@ import structlog
 
 from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.message_type_check import check_topic_message_type
+from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
+from rocketpy.broker.processors.send_properties import SendProperties, too_large
 from rocketpy.broker.runtime import BrokerRuntime
-from rocketpy.broker.timer_hook import TIMER_NEEDLE, TimerHook, TimerRefusal
+from rocketpy.broker.timer_hook import TimerHook, TimerRefusal
 from rocketpy.broker.transaction.util import half_route
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
 from rocketpy.common.message.batch_body import decode_batch_body
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import (
-    MAX_PROPERTIES_BYTES,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    decode_properties,
     encode_properties,
     property_value,
     waits_for_store,
@@ -64,22 +62,6 @@ log = structlog.get_logger(__name__)
 
 _SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
-#: A sender's property text holding one of these goes down the decoding path (the broker reads
-#: or replaces them). A substring test: a longer name ending in one only costs the fast path.
-_DECODE_NEEDLES: Final = (
-    *(
-        f"{name}{NAME_VALUE_SEPARATOR}"
-        for name in (
-            MessageConst.MSG_REGION,
-            MessageConst.TRACE_ON,
-            MessageConst.CLUSTER,
-            MessageConst.POP_CK,
-            MessageConst.DELAY,
-            MessageConst.TRAN_MSG,
-        )
-    ),
-    TIMER_NEEDLE,  # the timer hook's properties (timer_hook.py)
-)
 
 
 @functools.lru_cache(maxsize=4096)  # a handful of peers send every message
@@ -104,9 +86,7 @@ class SendMessageProcessor:
         self._rt = rt
         #: Names that passed the (pure, name-only) topic checks: skipped on later sends.
         self._sendable_topics: set[str] = set()
-        # The properties text the broker appends on the fast path, for the config it was built
-        # from (UPDATE_BROKER_CONFIG swaps the config object).
-        self._additions: tuple[object, str] = (None, "")
+        self._props = SendProperties(rt)
         #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
         self.timer_hook: TimerHook | None = None
 
@@ -177,7 +157,7 @@ class SendMessageProcessor:
 
     def send_message_nowait(
         self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """:meth:`send_message` answered without awaiting when the store can append without
         waiting (a single message, ASYNC_FLUSH, no replicas to wait for, room in the segment);
         otherwise the coroutine that finishes the send."""
@@ -189,7 +169,7 @@ class SendMessageProcessor:
 
     def _send_message(
         self, ctx: RequestContext, request: RemotingCommand, started: float
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
@@ -225,7 +205,10 @@ class SendMessageProcessor:
         try:
             return await pending
         finally:
-            self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
+            self._record_latency(started)
+
+    def _record_latency(self, started: float) -> None:
+        self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
 
     def _msg_check(self, ctx: RequestContext, h: SendMessageRequestHeader) -> TopicConfig:
         """``msgCheck``: the topic's config (auto-created if allowed), or RemoteError."""
@@ -273,54 +256,6 @@ class SendMessageProcessor:
             return h.queue_id
         return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
 
-    def _base_properties(self, text: str | None) -> dict[str, str]:
-        rt = self._rt
-        props = decode_properties(text or "")
-        props[MessageConst.MSG_REGION] = rt.config.region_id
-        props[MessageConst.TRACE_ON] = "true" if rt.config.trace_on else "false"
-        props.pop(MessageConst.POP_CK, None)
-        props[MessageConst.CLUSTER] = rt.config.broker_cluster_name
-        return props
-
-    def _ensure_uniq_key(self, props: dict[str, str]) -> str:
-        uniq = props.get(MessageConst.UNIQ_KEY)
-        if not uniq:
-            uniq = self._rt.uniq_ids.create(self._rt.clock.wall_ms())
-            props[MessageConst.UNIQ_KEY] = uniq
-        return uniq
-
-    def _fast_properties(self, text: str | None) -> tuple[str, str] | None:
-        """The record's properties without decoding the sender's: its text plus the broker's
-        additions, with its UNIQ_KEY; None when the text holds a property the broker reads or
-        replaces (or no UNIQ_KEY), which takes the decoding path.
-
-        Both paths store properties that decode to the same map (message-format.md section 3;
-        only the order may differ), as upstream's batch appends its additions to each
-        message's text (``MessageExtBatch`` encoding).
-        """
-        text = text or ""
-        for needle in _DECODE_NEEDLES:
-            if needle in text:
-                return None
-        uniq = property_value(text, MessageConst.UNIQ_KEY)
-        if uniq is None:
-            return None
-        if text and not text.endswith(PROPERTY_SEPARATOR):
-            text += PROPERTY_SEPARATOR
-        cfg = self._rt.config
-        built_for, additions = self._additions
-        if built_for is not cfg:
-            trace = "true" if cfg.trace_on else "false"
-            additions = encode_properties(
-                {
-                    MessageConst.MSG_REGION: cfg.region_id,
-                    MessageConst.TRACE_ON: trace,
-                    MessageConst.CLUSTER: cfg.broker_cluster_name,
-                }
-            )
-            self._additions = (cfg, additions)
-        return text + additions, uniq
-
     def _send_one(
         self,
         ctx: RequestContext,
@@ -328,13 +263,13 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
             return self._illegal(request)
         queue_id = self._pick_queue(h, topic_config)
-        fast = None if tv.is_retry_topic(h.topic) else self._fast_properties(h.properties)
+        fast = None if tv.is_retry_topic(h.topic) else self._props.fast(h.properties)
         if fast is not None:
             topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
             text, uniq = fast
@@ -355,10 +290,30 @@ class SendMessageProcessor:
             properties=text,
             wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
         )
-        result = rt.store.put_message_nowait(msg)
+        return self._answer_put(
+            rt.store.put_message_nowait(msg),
+            msg,
+            lambda: self._put_one(request, msg, queue_id, uniq),
+            lambda put: self._stored_one(request, msg, put, queue_id, uniq),
+            started,
+        )
+
+    def _answer_put(
+        self,
+        nowait: PutResult | None,
+        what: MessageToStore | MessageBatch,
+        slow: Callable[[], Coroutine[Any, Any, RemotingCommand]],
+        answer: Callable[[PutResult], RemotingCommand],
+        started: float,
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The answer to a put the store made at once (``nowait``), else appended now with
+        its acknowledgement pending (``put_soon``: a future, no coroutine), else ``slow()``."""
+        result = nowait or self._rt.store.put_soon(what)
         if result is None:
-            return self._timed(self._put_one(request, msg, queue_id, uniq), started)
-        return self._stored_one(request, msg, result, queue_id, uniq)
+            return self._timed(slow(), started)
+        if isinstance(result, PutResult):
+            return answer(result)
+        return answer_when_put(result, answer, functools.partial(self._record_latency, started))
 
     def _decoded_route(
         self,
@@ -371,8 +326,8 @@ class SendMessageProcessor:
         topics, delays, broker-added names in the sender's text): (topic, queue id, sys flag,
         properties text, UNIQ_KEY), or the refusal."""
         rt = self._rt
-        props = self._base_properties(h.properties)
-        if _props_too_large(props):
+        props = self._props.base(h.properties)
+        if too_large(props):
             return self._illegal(request)
         reconsume = h.reconsume_times or 0
         try:
@@ -381,7 +336,7 @@ class SendMessageProcessor:
             )
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
-        uniq = self._ensure_uniq_key(props)
+        uniq = self._props.ensure_uniq_key(props)
         tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         if tran and not (reconsume > 0 and _int_prop(props, MessageConst.DELAY) > 0):
@@ -464,7 +419,7 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         rt = self._rt
 
         def illegal(remark: str) -> RemotingCommand:
@@ -489,14 +444,14 @@ class SendMessageProcessor:
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         items: list[tuple[int, bytes, str]] = []
         uniqs: list[str] = []
-        fast_properties = self._fast_properties
+        fast_properties = self._props.fast
         for flag, item_body, sent in entries:
             fast = fast_properties(sent)
             if fast is not None:
                 text, uniq = fast
             else:
-                props = self._batch_properties(sent)
-                if _props_too_large(props):
+                props = self._props.batch(sent)
+                if too_large(props):
                     return illegal(self.illegal_remark())
                 text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
             items.append((flag, item_body, text))
@@ -512,10 +467,13 @@ class SendMessageProcessor:
             # a batch waits as its first message says
             wait_store=waits_for_store(property_value(items[0][2], MessageConst.WAIT)),
         )
-        result = rt.store.put_batch_nowait(batch)
-        if result is None:
-            return self._timed(self._put_batch(request, batch, uniqs), started)
-        return self._stored_batch(request, batch, result, uniqs)
+        return self._answer_put(
+            rt.store.put_batch_nowait(batch),
+            batch,
+            lambda: self._put_batch(request, batch, uniqs),
+            lambda put: self._stored_batch(request, batch, put, uniqs),
+            started,
+        )
 
     async def _put_batch(
         self, request: RemotingCommand, batch: MessageBatch, uniqs: list[str]
@@ -532,17 +490,6 @@ class SendMessageProcessor:
             sizes = [len(body) for _, body, _ in batch.items]
             rt.metrics.record_puts(batch.topic, batch.queue_id, sizes)
         return self._put_response(request, result, batch.queue_id, ",".join(uniqs))
-
-    def _batch_properties(self, text: str) -> dict[str, str]:
-        """A batch item's properties, decoded, with the broker's additions where the message
-        has none (CLUSTER always) and a UNIQ_KEY."""
-        rt = self._rt
-        props = decode_properties(text)
-        props.setdefault(MessageConst.MSG_REGION, rt.config.region_id)
-        props.setdefault(MessageConst.TRACE_ON, "true" if rt.config.trace_on else "false")
-        props[MessageConst.CLUSTER] = rt.config.broker_cluster_name
-        self._ensure_uniq_key(props)
-        return props
 
     def _put_response(
         self, request: RemotingCommand, result: PutResult, queue_id: int, uniq: str
@@ -575,11 +522,3 @@ def _sys_flag(sent: int, topic_config: TopicConfig) -> int:
     if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
         return sent | MULTI_TAGS_FLAG
     return sent
-
-
-def _props_too_large(props: Mapping[str, str]) -> bool:
-    # A character is at most 4 UTF-8 bytes: short properties (every usual send) need no encode.
-    chars = sum(map(len, props)) + sum(map(len, props.values())) + 2 * len(props)
-    if chars * 4 <= MAX_PROPERTIES_BYTES:
-        return False
-    return len(encode_properties(dict(props)).encode("utf-8")) > MAX_PROPERTIES_BYTES

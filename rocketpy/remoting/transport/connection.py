@@ -92,6 +92,8 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._close_cause: BaseException | None = None
         self._tasks = TaskSet(f"{name}/request")
+        #: Requests answered from a future's done callback (dispatch_nowait), in flight.
+        self._answers: set[asyncio.Future[RemotingCommand | None]] = set()
         self._ctx = RequestContext(channel=self)
         self._peer = "?"
         self.last_active = time.monotonic()
@@ -112,7 +114,7 @@ class Connection(asyncio.Protocol):
     @property
     def inflight(self) -> int:
         """Requests from the peer being processed now."""
-        return len(self._tasks)
+        return len(self._tasks) + len(self._answers)
 
     def send_response(self, response: RemotingCommand) -> None:
         """Queue any command for writing; silently dropped once the connection is closed."""
@@ -224,11 +226,13 @@ class Connection(asyncio.Protocol):
     async def wait_idle(self, timeout_s: float) -> None:
         """Wait (bounded) until no request from the peer is in flight."""
         deadline = time.monotonic() + timeout_s
-        while len(self._tasks) and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
+        while self.inflight and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
             await asyncio.sleep(0.01)
 
     async def cancel_requests(self) -> None:
         """Cancel requests still in flight (shutdown)."""
+        for answer in list(self._answers):
+            answer.cancel()
         await self._tasks.cancel_all()
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
@@ -304,7 +308,7 @@ class Connection(asyncio.Protocol):
                     )
                 )
             return
-        if len(self._tasks) >= self._max_inflight:
+        if len(self._tasks) + len(self._answers) >= self._max_inflight:
             if not cmd.is_oneway:
                 self.send_response(cmd.make_response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
             return
@@ -318,8 +322,20 @@ class Connection(asyncio.Protocol):
             return
         if isinstance(result, RemotingCommand):
             self.send_response(result)
+        elif isinstance(result, asyncio.Future):
+            # Done but for an acknowledgement: answered from its callback, no task.
+            self._answers.add(result)
+            result.add_done_callback(self._answer_done)
         else:
             self._tasks.spawn(self._finish(result))
+
+    def _answer_done(self, answer: asyncio.Future[RemotingCommand | None]) -> None:
+        self._answers.discard(answer)
+        if answer.cancelled():
+            return
+        response = answer.result()
+        if response is not None:
+            self.send_response(response)
 
     async def _process(self, cmd: RemotingCommand) -> None:
         assert self._registry is not None  # noqa: S101 - checked by the caller

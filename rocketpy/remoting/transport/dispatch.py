@@ -10,11 +10,14 @@ A processor returns the response command, or ``None`` when it answers later itse
 ``ctx.send_response`` (long polling) or when the request is oneway. A code may also have a
 :data:`NowaitProcessor`: a plain function the connection calls straight from the frame decoder,
 returning the response (no task, no coroutine: the send hot path) or, when it must wait, an
-awaitable the connection runs as a contained task (:func:`dispatch_nowait`).
+awaitable the connection runs as a contained task (:func:`dispatch_nowait`). An
+:class:`asyncio.Future` is the exception: its work is done but for an acknowledgement (a DLedger
+quorum), and the connection answers from its done callback, with no task.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -145,10 +148,16 @@ async def dispatch(
 
 def dispatch_nowait(
     processor: NowaitProcessor, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+) -> (
+    RemotingCommand
+    | Coroutine[Any, Any, RemotingCommand | None]
+    | asyncio.Future[RemotingCommand | None]
+    | None
+):
     """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (None: nothing),
     or, when the processor has to wait, a coroutine that finishes the request as :func:`dispatch`
-    would (the caller runs it as a task and writes its result)."""
+    would (the caller runs it as a task and writes its result), or for a processor's future the
+    future of that response (the caller answers from its done callback)."""
     try:
         result = processor(ctx, request)
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
@@ -158,7 +167,37 @@ def dispatch_nowait(
             return None
         result.opaque = request.opaque
         return result
+    if isinstance(result, asyncio.Future):
+        return _answer_when_done(ctx, request, result)
     return _finish(ctx, request, result)
+
+
+def _answer_when_done(
+    ctx: RequestContext, request: RemotingCommand, pending: asyncio.Future[RemotingCommand | None]
+) -> asyncio.Future[RemotingCommand | None]:
+    """:func:`_finish` for a future, without a coroutine: the future of the response to write
+    (None: nothing), set from ``pending``'s done callback; a cancelled ``pending`` cancels it."""
+    answer: asyncio.Future[RemotingCommand | None] = asyncio.get_running_loop().create_future()
+
+    def settled(done: asyncio.Future[RemotingCommand | None]) -> None:
+        if answer.done():
+            return
+        if done.cancelled():
+            answer.cancel()
+            return
+        error = done.exception()
+        if error is not None and not isinstance(error, Exception):
+            answer.set_exception(error)  # a BaseException (SystemExit...) is not an answer
+            return
+        response = _error_response(ctx, request, error) if error is not None else done.result()
+        if request.is_oneway or response is None:
+            answer.set_result(None)
+            return
+        response.opaque = request.opaque
+        answer.set_result(response)
+
+    pending.add_done_callback(settled)
+    return answer
 
 
 async def _finish(

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import errno
 import struct
+from asyncio import Future
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
@@ -211,6 +212,14 @@ class CommitLog:
         """:meth:`put_message` when no await is needed: None, with nothing written, when it would
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
+
+    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
+        """A put appended now and acknowledged later, with no coroutine: the result, or the
+        future of it once appended. None here: this log appends at once
+        (:meth:`put_message_nowait`) or waits in :meth:`put_message` (a DLedger log answers
+        after a quorum, ``broker/dledger_commitlog.py``)."""
+        del what
+        return None
 
     def put_batch(
         self, batch: MessageBatch, appended: Callable[[], None] | None = None

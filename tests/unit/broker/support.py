@@ -146,6 +146,10 @@ class MemStore:
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         return None
 
+    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | None:
+        # As a plain log: no acknowledgement-pending form.
+        return None
+
     async def put_batch(self, batch: MessageBatch) -> PutResult:
         stored = [
             self._append(
