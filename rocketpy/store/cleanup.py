@@ -155,6 +155,14 @@ class CleanService:
         await self.clean_consume_queues()
         return deleted
 
+    async def check_disk(self) -> None:
+        """Measure the disk and set the disk-full flag now (what a pass does first): after a
+        deletion made elsewhere (a DLedger member's clean-space pass) the flag clears at once
+        instead of at the next ``cleanResourceInterval``."""
+        loop = asyncio.get_running_loop()
+        ratio = await loop.run_in_executor(self._executor, self._disk_usage, self._mfq.directory)
+        self._space_to_delete(ratio)
+
     def _space_to_delete(self, ratio: float) -> tuple[bool, bool]:
         """``isSpaceToDelete``: (delete for space, clean at once); sets the disk-full flag."""
         cfg = self._config
