@@ -175,6 +175,12 @@ class DLedgerMessageStore(MessageStore):
                 return mf.file_from_offset
         return files[0].file_from_offset if files else 0
 
+    async def stop(self) -> None:
+        """Stop the member's clean-space pass first (its deletion listener uses this store's
+        queues and executors), then as the base. Idempotent."""
+        await self.member.clean.stop()
+        await super().stop()
+
     def _close_files(self) -> None:
         """As the base, but the data files are the member's: it closes them."""
         for q in self.queues.values():

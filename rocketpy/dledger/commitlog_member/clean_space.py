@@ -151,7 +151,7 @@ class CleanSpaceService:
             candidates, mtimes, now_ms=self._clock.wall_ms(), reserved_ms=reserved_ms,
             clean_immediately=clean_immediately,
         )  # fmt: skip
-        detached = detach_head(self._store, victims)
+        detached = detach_head(self._store, victims, self.keep_from())
         if not detached:
             return 0
         await loop.run_in_executor(self._executor, destroy_files, detached)

@@ -48,6 +48,16 @@ def head_candidates(store: DLedgerLogStore, keep_from: int) -> list[MappedFile]:
     return out
 
 
+def _still_deletable(store: DLedgerLogStore, victims: list[MappedFile], keep_from: int) -> bool:
+    """``victims`` still head the data list, leave a file after them and lie below the
+    bounds (a truncation may have moved the list or the committed position meanwhile)."""
+    files = store.data.files
+    if len(files) <= len(victims) or files[: len(victims)] != victims:
+        return False
+    last = victims[-1]
+    return last.file_from_offset + last.size <= min(store.committed_pos, keep_from)
+
+
 def select_expired(
     candidates: list[MappedFile],
     mtimes_ms: list[int],
@@ -77,19 +87,21 @@ def file_mtimes_ms(files: list[MappedFile]) -> list[int]:
     return out
 
 
-def detach_head(store: DLedgerLogStore, victims: list[MappedFile]) -> list[MappedFile]:
+def detach_head(
+    store: DLedgerLogStore, victims: list[MappedFile], keep_from: int
+) -> list[MappedFile]:
     """Take ``victims`` (head data files) out of the data list, re-read the ledger begin index
     from the new first data file and take out the index files wholly below its unit. Returns
     every file taken out, for :func:`destroy_files`; empty when nothing was (a truncation is
-    running on the member's thread: the next pass tries again).
+    running on the member's thread, or moved the list since the victims were chosen: the next
+    pass chooses again).
     """
     if not victims or not store.files_lock.acquire(blocking=False):
         return []
     try:
-        files = store.data.files
-        if len(files) - len(victims) < 1 or files[: len(victims)] != victims:
-            return []  # the list moved under us (truncated or rebuilt): leave it be
-        del files[: len(victims)]
+        if not _still_deletable(store, victims, keep_from):
+            return []
+        del store.data.files[: len(victims)]
         store.revise_begin_index()
         out = list(victims)
         if store.ledger_begin_index >= 0:

@@ -152,12 +152,15 @@ async def test_begin_index_and_index_files_follow_and_reload(
 
 async def test_a_running_truncation_defers_the_deletion(store: DLedgerLogStore, base: Path) -> None:
     """1. Commit everything; hold the store's file lock (as a truncation on the member's thread
-    does); detach the head file. Expected: nothing detached. 2. Release; a pass. Expected: the
-    head files go."""
+    does); detach the head file. Expected: nothing detached. 2. Release; detach it with a
+    ``keep_from`` inside it (the reput fell behind since it was chosen). Expected: nothing
+    detached. 3. A pass. Expected: the head files go."""
     store.update_committed_index(79)
     head = store.data.files[0]
     with store.files_lock:
-        assert detach_head(store, [head]) == []
+        assert detach_head(store, [head], keep_from=1 << 62) == []
+    assert store.data.files[0] is head
+    assert detach_head(store, [head], keep_from=head.file_from_offset) == []
     assert store.data.files[0] is head
     assert await _pass(store, base) >= 1
     assert store.data.files[0] is not head
