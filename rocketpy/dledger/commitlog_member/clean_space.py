@@ -19,7 +19,6 @@ the committed position or the caller's ``keep_from``), or block the loop: ``stat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -27,17 +26,18 @@ from typing import Final
 
 import structlog
 
+from rocketpy.common.aio import periodic
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
-from rocketpy.store.cleanup import DiskUsage, disk_used_ratio, is_time_to_delete
-from rocketpy.store.dledger_log.retention import (
+from rocketpy.store.cleanup import (
+    DiskUsage,
     destroy_files,
-    detach_head,
+    disk_used_ratio,
     file_mtimes_ms,
-    head_candidates,
-    select_expired,
+    is_time_to_delete,
 )
+from rocketpy.store.dledger_log.retention import detach_head, head_candidates, select_expired
 from rocketpy.store.dledger_log.store import DLedgerLogStore
 
 log = structlog.get_logger(__name__)
@@ -80,7 +80,10 @@ class CleanSpaceService:
     def start(self) -> None:
         """Run a pass every ``clean_space_interval_ms``."""
         name = f"dledger-{self._config.self_id}/clean-space"
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=name)
+        interval = self._config.clean_space_interval_ms / 1000
+        self._task = asyncio.get_running_loop().create_task(
+            periodic(interval, self._pass, stop=self._stop, name=name), name=name
+        )
 
     async def stop(self) -> None:
         """Stop the periodic pass. Idempotent."""
@@ -89,18 +92,11 @@ class CleanSpaceService:
         if task is not None:
             await task
 
-    async def _run(self) -> None:
-        interval = self._config.clean_space_interval_ms / 1000
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await self._stop.wait()
-            if self._stop.is_set():
-                return
-            try:
-                await self.run_once()
-            except (OSError, StoreError):
-                log.exception("Error in DLedgerCleanSpaceService")
+    async def _pass(self) -> None:
+        try:
+            await self.run_once()
+        except StoreError:
+            log.exception("Error in DLedgerCleanSpaceService")
 
     async def _ratio(self) -> float:
         """The larger used ratio of the disks of ``storeBaseDir`` and the data directory."""

@@ -13,7 +13,8 @@ of it lies below ``min(committed position, keep_from)``, ``keep_from`` being the
 consume queues is ever deleted).
 
 Must not: decide when to delete or look at the disk (the member's clean-space driver does), or
-destroy files on the event loop. :func:`file_mtimes_ms` and :func:`destroy_files` block;
+destroy files on the event loop (the caller runs :mod:`rocketpy.store.cleanup`'s
+``file_mtimes_ms`` and ``destroy_files``, shared with CommitLog retention, off the loop);
 :func:`head_candidates`, :func:`select_expired` and :func:`detach_head` are list edits and
 48-byte reads, run on the loop (the only appender), so readers on the loop never meet a file
 being deleted.
@@ -21,7 +22,6 @@ being deleted.
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
 import structlog
@@ -76,17 +76,6 @@ def select_expired(
     return out
 
 
-def file_mtimes_ms(files: list[MappedFile]) -> list[int]:
-    """``getLastModifiedTimestamp`` of each file (0 when it is gone). Blocks."""
-    out = []
-    for mf in files:
-        try:
-            out.append(os.stat(mf.path).st_mtime_ns // 1_000_000)
-        except FileNotFoundError:
-            out.append(0)
-    return out
-
-
 def detach_head(
     store: DLedgerLogStore, victims: list[MappedFile], keep_from: int
 ) -> list[MappedFile]:
@@ -124,10 +113,3 @@ def detach_head(
         min_offset=store.data.min_offset,
     )
     return out
-
-
-def destroy_files(files: list[MappedFile]) -> None:
-    """Unlink and unmap detached files. Blocks."""
-    for mf in files:
-        mf.destroy()
-        log.info("delete expired file", path=str(mf.path))
