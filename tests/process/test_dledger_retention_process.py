@@ -133,10 +133,21 @@ async def _scenario(group: DLedgerGroup, ns: str) -> None:
     want = [_body(i) for i in range(begin, 85)]
     assert await _read_from(group.addrs[leader], topic, begin, 85) == want
 
-    # 3. The stopped follower needs entry 5, gone on the leader: the leader TRUNCATEs it to its
+    # 3. The leader restarts on its retained files (a new term: its pusher's in-memory copies
+    # of this term's entries are gone with it): same first entry, same reads, sends resume.
+    assert group.daemons.pop(leader).stop() == 0
+    group.start(leader)
+    master = await wait_roles(ns, group, 30)
+    assert _first_index(_data_files(group, leader)[0]) == begin
+    await _send(group.addrs[master], topic, 85, 1)
+    want.append(_body(85))
+    assert await _read_from(group.addrs[master], topic, begin, 86) == want
+
+    # 4. The stopped follower needs entry 5, gone on the leader: the leader TRUNCATEs it to its
     # first entry; the follower drops its log, restarts at the leader's first file, its reput
     # and queues jump to the new minimum and it serves the same messages (slaveReadEnable).
     group.start(follower)
+    assert await wait_roles(ns, group, 30) != follower
     await _wait(
         lambda: [p.name for p in _data_files(group, follower)][:1] == [first.name], 30,
         "follower rebuilt at the leader's first file",
@@ -146,19 +157,11 @@ async def _scenario(group: DLedgerGroup, ns: str) -> None:
     while True:
         code, _, bodies = await _pull(group.addrs[follower], topic, begin)
         if code == ResponseCode.SUCCESS and bodies:
-            got = await _read_from(group.addrs[follower], topic, begin, 85)
+            got = await _read_from(group.addrs[follower], topic, begin, 86)
             if got == want:
                 break
         assert time.monotonic() < deadline, "follower does not serve the retained messages"
         await asyncio.sleep(0.2)
-
-    # 4. The leader restarts on its retained files: same first entry, same reads.
-    assert group.daemons.pop(leader).stop() == 0
-    group.start(leader)
-    master = await wait_roles(ns, group, 30)
-    assert _first_index(_data_files(group, leader)[0]) == begin
-    await _send(group.addrs[master], topic, 85, 1)
-    assert await _read_from(group.addrs[master], topic, begin, 86) == [*want, _body(85)]
 
 
 def test_dledger_group_deletes_expired_files_and_keeps_serving(tmp_path: Path) -> None:
@@ -168,11 +171,14 @@ def test_dledger_group_deletes_expired_files_and_keeps_serving(tmp_path: Path) -
     the same on both); its first entry index ``begin`` > 5.
     2. Pull from the leader at 0. Expected: PULL_OFFSET_MOVED with minOffset = ``begin``;
     5 more sends succeed; messages ``begin``..84 read back in order.
-    3. Restart F (its next entry, 5, is gone on the leader). Expected: DLedger 0.3.1.2's
+    3. Restart the leader (F still down). Expected: a master again; the restarted node's first
+    data file still starts with ``begin``; a send succeeds and reads from ``begin`` give every
+    retained message.
+    4. Restart F (its next entry, 5, is gone on the leader). Expected: DLedger 0.3.1.2's
     answer -- TRUNCATE to the leader's first entry: F's log restarts at the leader's first file,
-    its minOffset reaches ``begin`` and it serves messages ``begin``..84.
-    4. Restart the leader. Expected: its first data file still starts with ``begin``; a send
-    succeeds on the (new) master and reads from ``begin`` give every retained message."""
+    its minOffset reaches ``begin`` and it serves messages ``begin``..85. (Restarted in the
+    leader's old term, the leader could instead resend 5.. from its in-memory copies of that
+    term's entries, which F would take: step 3 makes the TRUNCATE path certain.)"""
     namesrv, ns = start_namesrv(tmp_path)
     group = start_group(tmp_path, ns, extra=_EXTRA)
     try:
