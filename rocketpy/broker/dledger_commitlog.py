@@ -329,9 +329,17 @@ class DLedgerReput(ReputService):
     """The reput over DLedger data files: positions are entry positions; each step parses the
     record at entry pos + 48 and moves to the next entry (``DLedgerCommitLog``'s
     ``checkMessageAndReturnSize``), rolling to the next file at a blank tail. The bound is the
-    committed position."""
+    committed position; a position below the first data file moves to it."""
 
     def _take_scanned(self, offset: int, bound: int) -> DispatchRequest | None:
+        files = self.mfq.files
+        if files and offset == self.reput_from and offset < files[0].file_from_offset:
+            # A follower TRUNCATEd to a leader's first entry (its head deleted) or retention
+            # went past a stopped reput: ReputMessageService jumps to the min offset.
+            first = files[0].file_from_offset
+            log.warning("The reputFromOffset is smaller than minPyOffset, the commitlog has "
+                        "expired", reput_from=offset, min_offset=first)  # fmt: skip
+            self.reput_from = offset = first
         while offset < bound:
             mf = self.mfq.find(offset)
             if mf is None:

@@ -5,8 +5,10 @@ Owns: :class:`DLedgerMessageStore`, the :class:`MessageStore` whose CommitLog is
 :class:`~rocketpy.broker.dledger_commitlog.DLedgerCommitLog` and whose reput is
 :class:`~rocketpy.broker.dledger_commitlog.DLedgerReput` (consume queues built from committed
 entries only, on leader and followers alike), with the recovery of the RocketMQ layer over the
-DLedger log (section 1.5); :class:`DLedgerStoreAdapter`, the broker's store adapter that owns the
-:class:`DLedgerMember` (started before the store, shut down after it); and
+DLedger log (section 1.5) and the follow-up of the member's retention (section 1.6: consume
+queues, index and disk-full flag follow deleted data files); :class:`DLedgerStoreAdapter`, the
+broker's store adapter that owns the :class:`DLedgerMember` (started before the store, shut
+down after it); and
 :func:`member_config`, the broker keys mapped onto the member's settings. Mirrors the DLedger
 branches of ``DefaultMessageStore`` (``recover``, the reput over ``DLedgerCommitLog``) and of
 ``BrokerController.initialize``. Must not: decide the broker's role (``dledger_roles.py``), or
@@ -28,7 +30,7 @@ from rocketpy.common.message.record import Address
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
 from rocketpy.dledger.commitlog_member.member import DLedgerMember
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.cleanup import DiskUsage, disk_used_ratio
+from rocketpy.store.cleanup import DiskUsage, correct_min_offset, disk_used_ratio
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import ArrivalHook, scan_record
 from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
@@ -41,7 +43,10 @@ def member_config(store: MessageStoreConfig, broker: BrokerConfig) -> DLedgerMem
     """The member's settings from the broker's keys (``BrokerController`` builds its
     ``DLedgerConfig`` the same way): the group defaults to ``brokerName``, the files live under
     ``storePathRootDir/dledger-<selfId>``, data files are ``mappedFileSizeCommitLog`` long and
-    ``storePathDLedgerCommitLog`` (its first path) moves them.
+    ``storePathDLedgerCommitLog`` (its first path) moves them; retention keeps files
+    ``fileReservedTime + 1`` hours, deletes in the ``deleteWhen`` hours or over
+    ``diskMaxUsedSpaceRatio``, and at any age over DLedger's force-clean ratio only with
+    ``cleanFileForciblyEnable``.
 
     Raises:
         ValueError: ``dLegerPeers`` is malformed or does not name ``dLegerSelfId``.
@@ -58,6 +63,11 @@ def member_config(store: MessageStoreConfig, broker: BrokerConfig) -> DLedgerMem
         enable_batch_push=store.enable_batch_push,
         data_file_size=store.mapped_file_size_commit_log,
         data_dir=data_dir,
+        # DLedgerCommitLog's constructor: retention follows the broker's keys.
+        file_reserved_hours=store.file_reserved_time + 1,
+        delete_when=store.delete_when,
+        disk_space_ratio_to_check_expired=store.disk_max_used_space_ratio / 100,
+        enable_disk_force_clean=store.clean_file_forcibly_enable,
     )
 
 
@@ -78,13 +88,25 @@ class DLedgerMessageStore(MessageStore):
         super().__init__(
             config, store_host=store_host, clock=clock, on_arrival=on_arrival, disk_usage=disk_usage
         )
-        # Retention of DLedger data files is not built (the member's index and ledger begin
-        # index would have to follow): the clean pass keeps every file and only watches the
-        # disk, so a full disk still refuses sends through this commit log.
+        # The DLedger files are the member's to delete (its clean-space pass; upstream's
+        # DLedgerCommitLog.deleteExpiredFile deletes nothing without an old commitlog): this
+        # store's clean pass only watches the disk and follows the new min offset with the
+        # consume queues and the index. The member never deletes what is not dispatched yet.
         self.clean.floor = lambda: 0
+        member.clean.keep_from = lambda: self.reput.reput_from
+        member.clean.add_deleted_listener(self._dledger_files_deleted)
         # A follower's committed position moves with the leader's pushes, a leader's with
         # the quorum's acks: either way the reput has new committed entries to dispatch.
         member.add_committed_listener(lambda _index, _pos: self.reput.wake())
+
+    async def _dledger_files_deleted(self, min_offset: int) -> None:
+        """The member deleted head data files: consume queues and index follow the new min
+        offset (``CleanConsumeQueueService``), and the disk is measured again so the disk-full
+        flag clears as soon as there is room."""
+        log.info("dledger data files deleted", min_offset=min_offset,
+                 ledger_begin_index=self.member.store.ledger_begin_index)  # fmt: skip
+        await self.clean.clean_consume_queues()
+        await self.clean.check_disk()
 
     def _new_commit_log(self, store_host: Address) -> DLedgerCommitLog:
         return DLedgerCommitLog(
@@ -123,6 +145,8 @@ class DLedgerMessageStore(MessageStore):
         committed = self.commit_log.max_offset
         for q in self.queues.values():
             q.truncate_by_commit_log(committed)
+            # Retention may have deleted data files below units the queue still has.
+            correct_min_offset(q, self.commit_log.min_offset)
         start = self.commit_log.min_offset
         if self._abnormal:
             start = self._crash_restart_from(self.checkpoint.min_timestamp())
@@ -150,6 +174,12 @@ class DLedgerMessageStore(MessageStore):
             if req is not None and req.store_timestamp <= checkpoint_ms:
                 return mf.file_from_offset
         return files[0].file_from_offset if files else 0
+
+    async def stop(self) -> None:
+        """Stop the member's clean-space pass first (its deletion listener uses this store's
+        queues and executors), then as the base. Idempotent."""
+        await self.member.clean.stop()
+        await super().stop()
 
     def _close_files(self) -> None:
         """As the base, but the data files are the member's: it closes them."""

@@ -61,7 +61,8 @@ def is_time_to_delete(delete_when: str, wall_ms: int) -> bool:
     return any(p.strip().isdigit() and int(p) == hour for p in delete_when.split(";"))
 
 
-def _mtimes_ms(files: list[MappedFile]) -> list[int]:
+def file_mtimes_ms(files: list[MappedFile]) -> list[int]:
+    """``getLastModifiedTimestamp`` of each file (0 when it is gone). Blocks."""
     out = []
     for mf in files:
         try:
@@ -71,7 +72,8 @@ def _mtimes_ms(files: list[MappedFile]) -> list[int]:
     return out
 
 
-def _destroy(files: list[MappedFile]) -> None:
+def destroy_files(files: list[MappedFile]) -> None:
+    """Unlink and unmap detached files. Blocks."""
     for mf in files:
         mf.destroy()
         log.info("delete expired file", path=str(mf.path))
@@ -155,6 +157,14 @@ class CleanService:
         await self.clean_consume_queues()
         return deleted
 
+    async def check_disk(self) -> None:
+        """Measure the disk and set the disk-full flag now (what a pass does first): after a
+        deletion made elsewhere (a DLedger member's clean-space pass) the flag clears at once
+        instead of at the next ``cleanResourceInterval``."""
+        loop = asyncio.get_running_loop()
+        ratio = await loop.run_in_executor(self._executor, self._disk_usage, self._mfq.directory)
+        self._space_to_delete(ratio)
+
     def _space_to_delete(self, ratio: float) -> tuple[bool, bool]:
         """``isSpaceToDelete``: (delete for space, clean at once); sets the disk-full flag."""
         cfg = self._config
@@ -182,7 +192,7 @@ class CleanService:
             mf for mf in self._mfq.files[:-1][:DELETE_FILES_BATCH_MAX]
             if mf.file_from_offset + mf.size <= keep_from
         ]  # fmt: skip
-        mtimes = await loop.run_in_executor(self._executor, _mtimes_ms, candidates)
+        mtimes = await loop.run_in_executor(self._executor, file_mtimes_ms, candidates)
         expire_ms = self._config.file_reserved_time * _HOUR_MS
         now = self._clock.wall_ms()
         victims: list[MappedFile] = []
@@ -195,7 +205,7 @@ class CleanService:
         for mf in victims:
             self._mfq.files.remove(mf)
         if victims:
-            await loop.run_in_executor(self._executor, _destroy, victims)
+            await loop.run_in_executor(self._executor, destroy_files, victims)
             self.deleted_files += len(victims)
         return len(victims)
 
@@ -211,7 +221,7 @@ class CleanService:
             for mf in victims:
                 cq.mfq.files.remove(mf)
             if victims:
-                await loop.run_in_executor(self._executor, _destroy, victims)
+                await loop.run_in_executor(self._executor, destroy_files, victims)
             correct_min_offset(cq, min_offset)
         for hook in self.min_offset_hooks:
             await hook(min_offset)

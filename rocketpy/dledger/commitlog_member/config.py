@@ -75,6 +75,14 @@ class DLedgerMemberConfig:
     data_file_size: int = DEFAULT_DATA_FILE_SIZE  # mappedFileSizeForEntryData
     index_file_size: int = DEFAULT_INDEX_FILE_SIZE  # mappedFileSizeForEntryIndex
     data_dir: Path | None = None  # storePathDLedgerCommitLog (RocketMQ 5.x): data files here
+    # Retention (CleanSpaceService); RocketMQ's DLedgerCommitLog sets the first four from
+    # fileReservedTime + 1, deleteWhen, diskMaxUsedSpaceRatio / 100, cleanFileForciblyEnable.
+    file_reserved_hours: int = 72  # fileReservedHours
+    delete_when: str = "04"  # deleteWhen
+    disk_space_ratio_to_check_expired: float = 0.70  # diskSpaceRatioToCheckExpired
+    enable_disk_force_clean: bool = True  # enableDiskForceClean
+    disk_space_ratio_to_force_clean: float = 0.85  # diskSpaceRatioToForceClean
+    clean_space_interval_ms: int = 100  # CleanSpaceService's waitForRunning(100)
     peer_map: dict[str, str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +102,16 @@ class DLedgerMemberConfig:
     def base_dir(self) -> Path:
         """``storeBaseDir/dledger-<selfId>`` (``getDefaultPath``)."""
         return self.store_base_dir / f"dledger-{self.self_id}"
+
+    @property
+    def force_clean_ratio(self) -> float:
+        """``getDiskSpaceRatioToForceClean``: never below 0.50."""
+        return max(self.disk_space_ratio_to_force_clean, 0.50)
+
+    @property
+    def disk_full_ratio(self) -> float:
+        """``getDiskFullRatio``: the force-clean ratio (as set) + 0.05, at most 0.95."""
+        return min(self.disk_space_ratio_to_force_clean + 0.05, 0.95)
 
     def preferred(self) -> list[str]:
         """``preferredLeaderIds`` split on ``;`` (empty when unset)."""

@@ -4,11 +4,11 @@ sections 2 and 3).
 Owns: start-up (log recovery, ``currterm``), the peer port, the checks every handler makes first
 (``remoteId`` != self -> 401, ``group`` mismatch -> 400), the APPEND/GET/METADATA/
 LEADERSHIP_TRANSFER answers, the transferee's catch-up wait (section 3.3, the Xiaomi
-refinement), the preferred-leader check every second, flushing every ``flushFileInterval`` and
-the ``checkpoint`` every ``checkPointInterval``, and the API a broker calls: :meth:`append` /
-:meth:`append_nowait` (index, pos; resolved after a quorum), committed-position listeners,
-role-change handlers, :meth:`wait_leader_ready` (section 3.4's first-write wait) and
-:meth:`shutdown`. Mirrors ``io.openmessaging.storage.dledger.DLedgerServer``.
+refinement), the preferred-leader check every second, flushing every ``flushFileInterval``,
+the ``checkpoint`` every ``checkPointInterval``, retention (:mod:`.clean_space`), and the API a
+broker calls: :meth:`append` / :meth:`append_nowait` (index, pos; resolved after a quorum),
+committed-position listeners, role-change handlers, :meth:`wait_leader_ready` (section 3.4's
+first-write wait) and :meth:`shutdown`. Mirrors ``io.openmessaging.storage.dledger.DLedgerServer``.
 Must not: know RocketMQ messages beyond passing record bodies to the log (which patches
 PHYSICALOFFSET), or wire itself into the broker.
 """
@@ -25,6 +25,7 @@ import structlog
 
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock, SystemClock
+from rocketpy.dledger.commitlog_member.clean_space import CleanSpaceService
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
 from rocketpy.dledger.commitlog_member.elector import LeaderElector, RoleChangeHandler
 from rocketpy.dledger.commitlog_member.entry_handler import EntryHandler
@@ -51,6 +52,7 @@ from rocketpy.dledger.commitlog_member.protocol import (
 from rocketpy.dledger.commitlog_member.pusher import LeaderPusher
 from rocketpy.dledger.commitlog_member.rpc import PeerRpc
 from rocketpy.dledger.commitlog_member.state import MemberState, Role
+from rocketpy.store.cleanup import DiskUsage, disk_used_ratio
 from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreConfig, DLedgerStoreError
 
 log = structlog.get_logger(__name__)
@@ -119,6 +121,7 @@ class DLedgerMember:
         *,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        disk_usage: DiskUsage = disk_used_ratio,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
@@ -138,6 +141,10 @@ class DLedgerMember:
             rpc_timeout_ms=config.rpc_timeout_ms,
         )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"dledger-{config.self_id}-io")
+        #: Retention and the disk-full flag; the broker sets ``keep_from`` and listens.
+        self.clean = CleanSpaceService(
+            config, self.store, executor=self._executor, clock=self.clock, disk_usage=disk_usage
+        )
         self.elector = LeaderElector(
             config, self.state, self.rpc, self._ledger_end, clock=self.clock, rng=rng
         )
@@ -212,7 +219,8 @@ class DLedgerMember:
         try:
             header = self.store.append_as_leader(body, term, queue_offset=queue_offset, patch=patch)
         except DLedgerStoreError as e:
-            raise DLedgerAppendError(DLedgerResponseCode.DISK_ERROR, str(e)) from e
+            code = DLedgerResponseCode.DISK_FULL if e.code == "DISK_FULL" else None
+            raise DLedgerAppendError(code or DLedgerResponseCode.DISK_ERROR, str(e)) from e
         return PendingEntry(header.index, header.pos, self.pusher.wait_ack(header))
 
     async def append(
@@ -297,6 +305,7 @@ class DLedgerMember:
         self.pusher.start()
         self.handler.start()
         self.elector.start()
+        self.clean.start()
         me = self.config.self_id
         self._tasks.spawn(self._flush_loop(), name=f"dledger-{me}/flush")
         self._tasks.spawn(self._checkpoint_loop(), name=f"dledger-{me}/checkpoint")
@@ -321,6 +330,7 @@ class DLedgerMember:
             return
         self._stopped = True
         await self.elector.stop()
+        await self.clean.stop()
         await self._tasks.cancel_all(timeout_s=5.0)
         await self.pusher.stop()
         await self.handler.stop()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -109,6 +110,11 @@ class DLedgerLogStore:
         self.ledger_end_term = -1
         self.committed_index = -1
         self.committed_pos = -1
+        #: Held while the file lists are cut or rebuilt (truncations, on the member's thread);
+        #: retention only tries it, from the loop, and skips a pass rather than wait.
+        self.files_lock = threading.Lock()
+        #: ``isDiskFull``: set by the member's clean-space pass; appends refuse DISK_FULL.
+        self.disk_full = False
         self._loaded = False
 
     # -- start-up -------------------------------------------------------------------------
@@ -132,15 +138,16 @@ class DLedgerLogStore:
             last = self.get(result.end_index)
             if last.index != result.end_index:
                 raise DLedgerStoreError("DISK_ERROR", f"recheck index {last.index}")
-            self._revise_begin_index()
+            self.revise_begin_index()
         cp = load_checkpoint(self.base_dir)
         if cp is not None and cp.committed_index != -1:
             log.info("Recover to get committed index from checkpoint", committed=cp.committed_index)
             self.update_committed_index(cp.committed_index)
         return result
 
-    def _revise_begin_index(self) -> None:
-        """``reviseLedgerBeginIndex``: the index of the first data file's first entry."""
+    def revise_begin_index(self) -> None:
+        """``reviseLedgerBeginIndex``: the index of the first data file's first entry (after
+        recovery, a truncation, or retention took head files away)."""
         first = self.data.files[0] if self.data.files else None
         if first is None or first.wrote_position < BODY_OFFSET:
             self.ledger_begin_index = -1
@@ -174,6 +181,8 @@ class DLedgerLogStore:
         Returns:
             The header as written (``record_offset`` is the message's physical offset).
         """
+        if self.disk_full:
+            raise DLedgerStoreError("DISK_FULL", "the disk is over diskFullRatio")
         if term < self.ledger_end_term:
             raise DLedgerStoreError("INCONSISTENT_TERM", f"term {term} < {self.ledger_end_term}")
         if patch and len(body) < MIN_RECORD_BODY:
@@ -204,6 +213,8 @@ class DLedgerLogStore:
             DLedgerStoreError: INCONSISTENT_INDEX (not ``end + 1``) or DISK_ERROR (it would land
                 at another position than ``entry.pos``).
         """
+        if self.disk_full:
+            raise DLedgerStoreError("DISK_FULL", "the disk is over diskFullRatio")
         if entry.index != self.ledger_end_index + 1:
             raise DLedgerStoreError(
                 "INCONSISTENT_INDEX", f"{entry.index} != {self.ledger_end_index + 1}"
@@ -297,6 +308,10 @@ class DLedgerLogStore:
         Returns:
             The new ledger end index (``entry.index``).
         """
+        with self.files_lock:
+            return self._truncate(entry)
+
+    def _truncate(self, entry: DLedgerEntry) -> int:
         try:
             existed = self.get(entry.index) == entry
         except DLedgerStoreError:
@@ -316,7 +331,7 @@ class DLedgerLogStore:
             self._append_index(entry.magic, entry.pos, entry.size, entry.index, entry.term)
         else:
             self._write_verbatim(entry)
-        self._revise_begin_index()
+        self.revise_begin_index()
         self._cap_committed()
         return entry.index
 
@@ -327,6 +342,10 @@ class DLedgerLogStore:
         Raises:
             DLedgerStoreError: ``index`` is out of range.
         """
+        with self.files_lock:
+            self._truncate_after(index)
+
+    def _truncate_after(self, index: int) -> None:
         if index == self.ledger_end_index:
             return
         if index >= self.ledger_begin_index:

@@ -1,6 +1,7 @@
 """DLedger CommitLog mode on a full disk: the store's clean pass marks the DLedger commit log
-(the one sends go through) full, sends are refused with the disk-full status, and no DLedger
-data file is deleted (retention of DLedger files is not built)."""
+(the one sends go through) full, sends are refused with the disk-full status, and the store's
+own pass deletes no DLedger data file (they are the member's to delete, and only once expired or
+with ``cleanFileForciblyEnable``: see test_dledger_retention.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.integration
 async def test_full_disk_refuses_dledger_sends_and_keeps_its_files(tmp_path: Path) -> None:
     """1. A one-member DLedger store (64 KiB data files) whose disk reads 50 % used; it leads;
     put 40 messages of 4 KiB (several data files). Expected: PUT_OK each, all dispatched.
-    2. The disk reads 99 % used; one clean pass; put again. Expected: SERVICE_NOT_AVAILABLE
-    (the disk-full refusal), every data file still there, every acknowledged message readable.
+    2. The disk reads 99 % used; one clean pass of the store; put again. Expected:
+    SERVICE_NOT_AVAILABLE (the disk-full refusal), every data file still there (young files,
+    forced cleaning off), every acknowledged message readable.
     3. The disk reads 50 % again; one clean pass; put. Expected: PUT_OK."""
     (port,) = free_ports(1)
     cfg = MessageStoreConfig.build({
