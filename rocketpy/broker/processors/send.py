@@ -290,8 +290,10 @@ class SendMessageProcessor:
             properties=text,
             wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
         )
+        result = rt.store.put_message_nowait(msg)
+        if result is not None:  # the hot path: appended, nothing to wait for
+            return self._stored_one(request, msg, result, queue_id, uniq)
         return self._answer_put(
-            rt.store.put_message_nowait(msg),
             msg,
             lambda: self._put_one(request, msg, queue_id, uniq),
             lambda put: self._stored_one(request, msg, put, queue_id, uniq),
@@ -300,15 +302,14 @@ class SendMessageProcessor:
 
     def _answer_put(
         self,
-        nowait: PutResult | None,
         what: MessageToStore | MessageBatch,
         slow: Callable[[], Coroutine[Any, Any, RemotingCommand]],
         answer: Callable[[PutResult], RemotingCommand],
         started: float,
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """The answer to a put the store made at once (``nowait``), else appended now with
-        its acknowledgement pending (``put_soon``: a future, no coroutine), else ``slow()``."""
-        result = nowait or self._rt.store.put_soon(what)
+        """The answer to a put the store could not make at once: appended now with its
+        acknowledgement pending (``put_soon``: a future, no coroutine), else ``slow()``."""
+        result = self._rt.store.put_soon(what)
         if result is None:
             return self._timed(slow(), started)
         if isinstance(result, PutResult):
@@ -467,8 +468,10 @@ class SendMessageProcessor:
             # a batch waits as its first message says
             wait_store=waits_for_store(property_value(items[0][2], MessageConst.WAIT)),
         )
+        result = rt.store.put_batch_nowait(batch)
+        if result is not None:
+            return self._stored_batch(request, batch, result, uniqs)
         return self._answer_put(
-            rt.store.put_batch_nowait(batch),
             batch,
             lambda: self._put_batch(request, batch, uniqs),
             lambda put: self._stored_batch(request, batch, put, uniqs),
