@@ -9,14 +9,17 @@ the producers, the live consumer and the final reader are the client host. Each 
 both slaves listed, a SEND_OK, the committed data and index files byte-identical on the three).
 The history checker judges the whole run. Checks specific to partitions, while the cut holds:
 
-* ``minority``: no send begun after the leader was cut from both followers is acknowledged by it
-  (it can reach no quorum), and it steps down (its DLedger METADATA names no leader, or another)
-  within :data:`STEP_DOWN_LIMIT_S`, section 6 check 6's bound with room for a busy host;
-* ``failover``: the two followers elect a leader that acknowledges within FAILOVER_LIMIT_S;
+* ``minority``: no send begun after the leader lost both followers (scenario (a), or a random
+  split leaving it alone) is acknowledged by it (it can reach no quorum), and it steps down (its
+  DLedger METADATA names no leader, or another) within :data:`STEP_DOWN_LIMIT_S`, section 6
+  check 6's bound with room for a busy host (when the client can still ask it);
+* ``failover``: in (a) the two followers elect a leader that acknowledges within
+  FAILOVER_LIMIT_S;
 * ``rejoin``: after the heal the old leader is a follower of the new one (its uncommitted tail is
   truncated: the byte-identity check compares it up to the committed end);
 * ``flap``: a cut that leaves the leader with a follower (and so a Raft majority) must elect
-  nobody: every member the client can still reach names the same leader all through the cut;
+  nobody: every member the client can still reach on the leader's side names the same leader
+  all through the cut;
 * ``stall``: where the client still reaches that leader, SEND_OKs keep coming (no gap longer than
   :data:`STALL_LIMIT_S`).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -78,6 +82,12 @@ class Cut(StrEnum):
     CLIENT_FROM_LEADER = "cut-client-from-leader"
     # (d) {leader, one follower, client} | {the other follower, NameServer}.
     SPLIT = "split-leader+follower+client|follower+ns"
+    # Random rounds: a seeded side of {client, NameServer, n0, n1, n2} against the rest.
+    RANDOM = "random-split"
+
+
+#: The named scenarios (a)-(d), in order.
+NAMED_CUTS = (Cut.LEADER_OFF, Cut.FOLLOWER_OFF, Cut.CLIENT_FROM_LEADER, Cut.SPLIT)
 
 
 #: Cuts that leave the leader a Raft majority: nobody may be elected while they hold.
@@ -103,6 +113,15 @@ async def metadata_leader(client: RemotingClient, addr: str, node: str) -> str |
     except CodecError:
         return None
     return meta.leader_id or ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a cut leaves where."""
+
+    victims: tuple[str, ...]  # the hosts it separates from the rest (for the log)
+    minority: bool  # the leader keeps fewer than two members
+    watched: list[str]  # members the client can still ask, on the leader's side
 
 
 class DLedgerPartitionRun(DLedgerChaosRun):
@@ -136,65 +155,106 @@ class DLedgerPartitionRun(DLedgerChaosRun):
         finally:
             await self._probe.close()
 
-    def _cut(self, cut: Cut, leader: str, follower: str) -> tuple[str, ...]:
-        """Make the cut; return the hosts it separates from the rest (for the log)."""
+    def _cut(self, cut: Cut, leader: str) -> _Plan:
+        """Make the cut; say what it leaves where."""
         others = [n for n in NODES if n != leader]
+        follower = self.rng.choice(others)
+        kept = [n for n in others if n != follower]
         if cut is Cut.LEADER_OFF:
             self.lab.partition([leader], others)
-            return (leader,)
+            return _Plan((leader,), minority=True, watched=[leader])
         if cut is Cut.FOLLOWER_OFF:
             self.lab.isolate(follower)
-            return (follower,)
+            return _Plan((follower,), minority=False, watched=[leader, *kept])
         if cut is Cut.CLIENT_FROM_LEADER:
             self.lab.cut(CLIENT, leader)
-            return (CLIENT, leader)
-        kept = next(n for n in others if n != follower)  # SPLIT: ``follower`` goes with ns
-        self.lab.partition([leader, kept, CLIENT], [follower, "ns"])
-        return (follower, "ns")
+            return _Plan((CLIENT, leader), minority=False, watched=others)
+        if cut is Cut.SPLIT:
+            self.lab.partition([leader, *kept, CLIENT], [follower, "ns"])
+            return _Plan((follower, "ns"), minority=False, watched=[leader, *kept])
+        hosts = [CLIENT, "ns", *NODES]  # RANDOM: a seeded side against the rest
+        side = {h for h in hosts if self.rng.random() < 0.5}
+        if len(side) in (0, len(hosts)):
+            side = {leader}
+        rest = [h for h in hosts if h not in side]
+        self.lab.partition(sorted(side), rest)
+        mine = side if leader in side else set(rest)
+        # The client can probe only the members on its own side.
+        seen = [n for n in NODES if n in mine] if CLIENT in mine else []
+        return _Plan(tuple(sorted(side)), minority=sum(n in mine for n in NODES) < 2, watched=seen)
 
     async def run_cut(self, cut: Cut) -> RoundResult:
         """Make ``cut``, check it while it holds, heal it, and wait until the group recovered."""
-        leader = await self._leader()
-        follower = self.rng.choice([n for n in NODES if n != leader])
+        leader = await self._settled()
         old = self.g.addrs[leader]
         truncated = self.g.daemons[leader].output().count("dledger truncated")
         began = time.monotonic()
-        victims = self._cut(cut, leader, follower)
+        plan = self._cut(cut, leader)
         failover: float | None = None
         try:
-            if cut is Cut.LEADER_OFF:
-                failover = await self._leader_off(leader, old, began)
+            if plan.minority:
+                failover = await self._minority_leader(cut, leader, plan, began)
             else:
-                await self._steady(cut, leader, follower, began)
+                await self._steady(cut, leader, plan.watched, began)
         finally:
             healed = time.monotonic()
             self.lab.heal()
-        if cut is Cut.LEADER_OFF:
+        if plan.minority:
             self._no_ok_from(old, began, healed)
+        if cut is Cut.LEADER_OFF:
             await self._rejoined(leader)
             now = self.g.daemons[leader].output().count("dledger truncated") - truncated
             print(f"  old leader {leader}: {now} truncation(s) after the heal", flush=True)
-        return await self.recover(cut, victims, failover, began)
+        return await self.recover(cut, plan.victims, failover, began)
 
-    async def _leader_off(self, leader: str, old: str, began: float) -> float:
-        """Scenario (a) while it holds: the old leader steps down in time, the other two elect
-        a leader that acknowledges; then hold a seeded while. Returns the failover time."""
-        step_down = asyncio.create_task(self._wait_step_down(leader, began))
+    async def _settled(self) -> str:
+        """The leader, once the NameServer lists it with both slaves and every member's METADATA
+        names it (a follower may still be a candidate after a restart or a heal: a cut made then
+        would blame the cut for it)."""
+        named: dict[str, str | None] = {}
+        leader = ""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FAILOVER_LIMIT_S):
+                while True:
+                    leader = await self._leader()
+                    named = {n: await metadata_leader(self._probe, self._peer(n), n) for n in NODES}
+                    if set(named.values()) == {leader}:
+                        return leader
+                    await asyncio.sleep(_PROBE_EVERY_S)
+        self.report.violations.append(
+            Violation("settle", f"{FAILOVER_LIMIT_S}s after {leader} was listed: {named}")
+        )
+        return leader
+
+    async def _minority_leader(
+        self, cut: Cut, leader: str, plan: _Plan, began: float
+    ) -> float | None:
+        """A cut that leaves the leader without a majority, while it holds: the leader steps
+        down in time (when the client can ask it); in scenario (a) the other two elect a leader
+        that acknowledges (elsewhere the client may not reach them); then hold a seeded while.
+        Returns the failover time (scenario (a) only)."""
+        step_down = (
+            asyncio.create_task(self._wait_step_down(leader, began)) if plan.watched else None
+        )
+        failover: float | None = None
         try:
-            failover = await self._failover(began, old)
+            if cut is Cut.LEADER_OFF:
+                failover = await self._failover(began, self.g.addrs[leader])
         finally:
-            stepped = await step_down
-        took = "never" if stepped is None else f"after {stepped:.2f}s"
-        print(f"  leader {leader} cut from both followers stepped down {took}", flush=True)
+            stepped = await step_down if step_down is not None else 0.0
+        if step_down is not None:
+            took = "never" if stepped is None else f"after {stepped:.2f}s"
+            print(f"  leader {leader} without a majority stepped down {took}", flush=True)
         if stepped is None or stepped > STEP_DOWN_LIMIT_S:
             self.report.violations.append(
                 Violation(
                     "minority",
-                    f"leader {leader} cut from both followers still leads after "
+                    f"{cut}: leader {leader} without a majority still leads after "
                     f"{time.monotonic() - began if stepped is None else stepped:.1f}s",
                 )
             )
-        await self._hold(1.0, 4.0)
+        # (a) held a little past the failover; a random split for a seeded while
+        await (self._hold(1.0, 4.0) if cut is Cut.LEADER_OFF else self._hold(3.0, 12.0))
         return failover
 
     async def _wait_step_down(self, leader: str, began: float) -> float | None:
@@ -243,14 +303,11 @@ class DLedgerPartitionRun(DLedgerChaosRun):
             )
         )
 
-    async def _steady(self, cut: Cut, leader: str, follower: str, began: float) -> None:
+    async def _steady(self, cut: Cut, leader: str, watched: list[str], began: float) -> None:
         """A cut that leaves ``leader`` a majority, for a seeded 8-12 s (longer than a
-        follower's 6 s leader-lost timeout plus a vote): every member the client reaches must
-        name ``leader`` all along; for :data:`SERVING_CUTS`, SEND_OKs keep coming."""
-        if cut is Cut.CLIENT_FROM_LEADER:
-            watched = [n for n in NODES if n != leader]
-        else:
-            watched = [n for n in NODES if n != follower]
+        follower's 6 s leader-lost timeout plus a vote): every member in ``watched`` (those the
+        client reaches on the leader's side) must name ``leader`` all along; for
+        :data:`SERVING_CUTS`, SEND_OKs keep coming."""
         until = time.monotonic() + self.rng.uniform(8.0, 12.0)
         while time.monotonic() < until:
             for node in watched:
