@@ -15,54 +15,26 @@ Needs root and iproute2 (``ip netns``, ``tc``): skipped with the reason elsewher
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.campaign import chunk_seed
-from tests.helpers.dledger_chaos import DLedgerReport, Fault
+from tests.helpers.dledger_chaos import DLedgerReport, Fault, judged
 from tests.helpers.dledger_partition import HOSTS, NAMED_CUTS, Cut, DLedgerPartitionRun
-from tests.helpers.netlab import NetLab, unavailable
+from tests.helpers.netlab import NetLab, lab_fixture
 
 pytestmark = pytest.mark.chaos
 
 
-@pytest.fixture
-def lab() -> Iterator[NetLab]:
-    why = unavailable()
-    if why is not None:
-        pytest.skip(why)
-    net = NetLab(HOSTS)
-    net.create()
-    try:
-        yield net
-    finally:
-        net.close()
+lab = lab_fixture(HOSTS)
 
 
 def _run(
     tmp: Path, net: NetLab, seed: int, rounds: int, kinds: list[Cut | Fault] | None
 ) -> DLedgerReport:
-    run = DLedgerPartitionRun(tmp, seed, net)
-    try:
-        run.start()
-        report = asyncio.run(run.run_mixed(rounds, kinds))
-        print(report.render())
-        assert report.summary is not None
-        assert report.summary.ok > 0, report.render()
-        assert not report.violations, report.render()
-    except BaseException as e:
-        # The verdict goes last: CI shows the tail of a failure's output.
-        print(f"dledger partition seed={seed}\n{run.dump()}")
-        print(f"===== verdict\n{run.report.render()}\n{type(e).__name__}: {e}")
-        raise
-    finally:
-        net.heal()
-        run.stop()
-    return report
+    return judged(DLedgerPartitionRun(tmp, seed, net), lambda run: run.run_mixed(rounds, kinds))
 
 
 @pytest.mark.timeout(600)

@@ -32,10 +32,11 @@ import signal
 import struct
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rocketpy.client.admin import AdminClient
 from rocketpy.common.codes import ResponseCode
@@ -167,6 +168,30 @@ def units_until(index_dir: Path, first_unit: int, end: int) -> int:
             return n
         if pos + size > end or size <= 0:
             raise AssertionError(f"index unit {n - 1} (pos {pos} size {size}) passes {end}")
+
+
+_Run = TypeVar("_Run", bound="DLedgerChaosRun")
+
+
+def judged(run: _Run, play: Callable[[_Run], Coroutine[Any, Any, DLedgerReport]]) -> DLedgerReport:
+    """Start ``run``, ``play`` it and assert its report: SEND_OKs and live reads happened, no
+    violation. On failure print the brokers' output, then the verdict (CI shows a failure's
+    tail); stop the run in any case."""
+    try:
+        run.start()
+        report = asyncio.run(play(run))
+        print(report.render())  # the summary, shown with -s or on failure
+        assert report.summary is not None
+        assert report.summary.ok > 0, report.render()
+        assert report.live_reads > 0, report.render()
+        assert not report.violations, report.render()
+    except BaseException as e:
+        print(f"dledger chaos seed={run.report.seed}\n{run.dump()}")
+        print(f"===== verdict\n{run.report.render()}\n{type(e).__name__}: {e}")
+        raise
+    finally:
+        run.stop()
+    return report
 
 
 class DLedgerChaosRun:

@@ -132,6 +132,11 @@ class DLedgerPartitionRun(DLedgerChaosRun):
         self.lab = net
         self._probe = RemotingClient()
 
+    def stop(self) -> None:
+        """Heal every link, then stop the daemons (a cut broker could not unregister)."""
+        self.lab.heal()
+        super().stop()
+
     def _peer(self, node: str) -> str:
         return f"{self.lab.ip[node]}:{PEER_PORT}"
 
