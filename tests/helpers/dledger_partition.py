@@ -23,6 +23,9 @@ The history checker judges the whole run. Checks specific to partitions, while t
 * ``stall``: where the client still reaches that leader, SEND_OKs keep coming (no gap longer than
   :data:`STALL_LIMIT_S`).
 
+And before every cut, ``settle``: within FAILOVER_LIMIT_S every member's METADATA names the
+listed leader (a member left behind by the previous round, never following again, shows here).
+
 Must not: mock any layer, or read the members' state other than over their peer port's METADATA
 (what a Java DLedger client sees) and the crash chaos's raw-file comparison.
 """
