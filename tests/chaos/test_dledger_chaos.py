@@ -12,33 +12,16 @@ SEND_OK for a send begun while a majority is down. The fast test runs each fault
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
-from tests.helpers.dledger_chaos import DLedgerChaosRun, DLedgerReport, Fault
+from tests.helpers.dledger_chaos import DLedgerChaosRun, DLedgerReport, Fault, judged
 
 
 def _run(tmp: Path, seed: int, rounds: int, faults: list[Fault] | None) -> DLedgerReport:
-    run = DLedgerChaosRun(tmp, seed)
-    try:
-        run.start()
-        report = asyncio.run(run.run(rounds, faults))
-        print(report.render())  # the summary, shown with -s or on failure
-        assert report.summary is not None
-        assert report.summary.ok > 0, report.render()
-        assert report.live_reads > 0, report.render()
-        assert not report.violations, report.render()
-    except BaseException as e:
-        # The verdict goes last: CI shows the tail of a failure's output.
-        print(f"dledger chaos seed={seed}\n{run.dump()}")
-        print(f"===== verdict\n{run.report.render()}\n{type(e).__name__}: {e}")
-        raise
-    finally:
-        run.stop()
-    return report
+    return judged(DLedgerChaosRun(tmp, seed), lambda run: run.run(rounds, faults))
 
 
 @pytest.mark.process

@@ -13,28 +13,16 @@ Needs root and iproute2 (``ip netns``, ``tc``): skipped with the reason elsewher
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.campaign import banner, chunk_seed, chunks, rounds_per_chunk
 from tests.helpers.chaos_cluster import ChaosReport, Fault
-from tests.helpers.netlab import NetLab, unavailable
+from tests.helpers.netlab import NetLab, lab_fixture
 from tests.helpers.partition_chaos import HOSTS, Cut, PartitionRun
 
-
-@pytest.fixture
-def lab() -> Iterator[NetLab]:
-    why = unavailable()
-    if why is not None:
-        pytest.skip(why)
-    net = NetLab(HOSTS)
-    net.create()
-    try:
-        yield net
-    finally:
-        net.close()
+lab = lab_fixture(HOSTS)
 
 
 def _run(

@@ -32,6 +32,9 @@ class DLedgerGroup:
     extra: str = ""
     daemons: dict[str, Daemon] = field(default_factory=dict)
     addrs: dict[str, str] = field(default_factory=dict)
+    # node -> (the address it binds, the argv prefix it runs under): a host of its own
+    # (tests/helpers/netlab.py); a node not listed runs on 127.0.0.1
+    hosts: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
 
     def start(self, node: str) -> str:
         """Start (or restart, on its store) broker ``node``; return its address."""
@@ -40,9 +43,11 @@ class DLedgerGroup:
             f"dLegerPeers={self.peers}\ndLegerSelfId={node}\nsendMessageThreadPoolNums=16\n"
             f"{self.extra}"
         )
+        host, wrap = self.hosts.get(node, ("127.0.0.1", []))
         daemon, addr = start_broker(
-            self.tmp, self.namesrv, name=GROUP, tag=node, store=self.tmp / node, extra=extra
-        )
+            self.tmp, self.namesrv, name=GROUP, tag=node, store=self.tmp / node, extra=extra,
+            host=host, wrap=wrap,
+        )  # fmt: skip
         self.daemons[node], self.addrs[node] = daemon, addr
         return addr
 

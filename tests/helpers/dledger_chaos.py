@@ -9,6 +9,8 @@ every queue of the current master all along and remembers which key it read at e
 (queue, offset). Each round injects one seeded fault (SIGKILL of the leader or of a follower,
 SIGSTOP/SIGCONT of either, a kill-restart, all three crashed, both followers killed), heals it
 and waits until the NameServer lists a master and both slaves and a producer got a SEND_OK.
+With a :class:`~tests.helpers.netlab.NetLab` every daemon runs in a host of its own, so that
+tests/helpers/dledger_partition.py can cut links between them.
 
 Checked after every round: the three brokers agree on the committed position and their DLedger
 data and index files are byte-identical up to it (producers paused for the check); a new master
@@ -30,24 +32,27 @@ import signal
 import struct
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rocketpy.client.admin import AdminClient
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import ConnectionClosed, RemotingError
+from rocketpy.tools.children import free_ports
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.chaos_cluster import read_queues, stats
 from tests.helpers.dledger_brokers import (
     NODES,
     DLedgerGroup,
     create_topic,
-    free_ports,
     master_addr,
     wait_roles,
 )
 from tests.helpers.history import History, Outcome, Summary, Violation
+from tests.helpers.netlab import NetLab
 from tests.helpers.processes import Daemon, start_namesrv
 
 TOPIC = "DLedgerChaos"
@@ -61,6 +66,8 @@ REPLICA_TIMEOUT_S = 30.0
 # 1 MiB data files: a run rolls over many of them.
 BROKER_KEYS = "mappedFileSizeCommitLog=1048576\n"
 UNIT = 32  # one index unit: magic, pos, size, index, term
+#: The DLedger peer port of a member that has a host (a network namespace) to itself.
+PEER_PORT = 40911
 _UNIT = struct.Struct(">iqiqq")
 
 
@@ -81,7 +88,7 @@ class Fault(StrEnum):
 class RoundResult:
     """What one round did and how long the group took to get over it."""
 
-    fault: Fault
+    fault: StrEnum  # a Fault, or a partition's cut (tests/helpers/dledger_partition.py)
     victims: tuple[str, ...]
     failover_s: float | None  # fault (or restart, crash-all) -> SEND_OK from another master
     recovery_s: float  # fault -> all three listed again and a SEND_OK after that
@@ -163,11 +170,38 @@ def units_until(index_dir: Path, first_unit: int, end: int) -> int:
             raise AssertionError(f"index unit {n - 1} (pos {pos} size {size}) passes {end}")
 
 
+_Run = TypeVar("_Run", bound="DLedgerChaosRun")
+
+
+def judged(run: _Run, play: Callable[[_Run], Coroutine[Any, Any, DLedgerReport]]) -> DLedgerReport:
+    """Start ``run``, ``play`` it and assert its report: SEND_OKs and live reads happened, no
+    violation. On failure print the brokers' output, then the verdict (CI shows a failure's
+    tail); stop the run in any case."""
+    try:
+        run.start()
+        report = asyncio.run(play(run))
+        print(report.render())  # the summary, shown with -s or on failure
+        assert report.summary is not None
+        assert report.summary.ok > 0, report.render()
+        assert report.live_reads > 0, report.render()
+        assert not report.violations, report.render()
+    except BaseException as e:
+        print(f"dledger chaos seed={run.report.seed}\n{run.dump()}")
+        print(f"===== verdict\n{run.report.render()}\n{type(e).__name__}: {e}")
+        raise
+    finally:
+        run.stop()
+    return report
+
+
 class DLedgerChaosRun:
     """Processes, producers, the live consumer and the history of one run under ``tmp``."""
 
-    def __init__(self, tmp: Path, seed: int) -> None:
+    def __init__(self, tmp: Path, seed: int, net: NetLab | None = None) -> None:
+        """``net``: run the NameServer (host ``ns``) and each broker (host ``n0``-``n2``) in a
+        host of its own so that links can fail; the test process is the client host."""
         self.tmp = tmp
+        self.net = net
         self.rng = random.Random(seed)
         self.report = DLedgerReport(seed=seed)
         self.history = History()
@@ -179,7 +213,7 @@ class DLedgerChaosRun:
         self._open = asyncio.Event()  # producers may start new sends
         self._in_flight = 0
         self._oks: list[tuple[float, str]] = []  # (time of the answer, broker) per SEND_OK
-        self._ok_began: list[tuple[float, str]] = []  # (time the send began, key) per SEND_OK
+        self._ok_began: list[tuple[float, str, str]] = []  # (began, key, broker) per SEND_OK
         self._live: dict[tuple[int, int], str] = {}  # the live consumer's reads
         self._verified_data = 0  # data bytes known identical on all three
         self._verified_units = 0
@@ -188,12 +222,21 @@ class DLedgerChaosRun:
 
     def start(self) -> None:
         """Start the NameServer and n0, n1, n2."""
-        self.namesrv, self.ns = start_namesrv(self.tmp)
-        ports = free_ports(3)
-        peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(NODES, ports, strict=True))
+        hosts = {n: self._host(n) for n in ("ns", *NODES)}
+        self.namesrv, self.ns = start_namesrv(self.tmp, host=hosts["ns"][0], wrap=hosts["ns"][1])
+        ports = free_ports(3) if self.net is None else [PEER_PORT] * 3
+        peers = ";".join(f"{n}-{hosts[n][0]}:{p}" for n, p in zip(NODES, ports, strict=True))
         self.group = DLedgerGroup(self.tmp, self.ns, peers, BROKER_KEYS)
+        if self.net is not None:
+            self.group.hosts = {n: hosts[n] for n in NODES}
         for node in NODES:
             self.group.start(node)
+
+    def _host(self, name: str) -> tuple[str, list[str]]:
+        """The address a daemon of host ``name`` binds and the argv prefix it runs under."""
+        if self.net is None:
+            return "127.0.0.1", []
+        return self.net.ip[name], self.net.wrap(name)
 
     @property
     def g(self) -> DLedgerGroup:
@@ -247,7 +290,7 @@ class DLedgerChaosRun:
             offset = int(resp.ext("queueOffset") or -1)
             self.history.send(key, queue, Outcome.OK, offset, broker=addr)
             self._oks.append((time.monotonic(), addr))
-            self._ok_began.append((began, key))
+            self._ok_began.append((began, key, addr))
             return True
         # A follower's refusal (SYSTEM_BUSY) stores nothing; anything else (SYSTEM_ERROR "in-sync
         # replicas not enough": appended, not acknowledged by a quorum) may have been stored.
@@ -266,8 +309,7 @@ class DLedgerChaosRun:
                 while not self._stop.is_set():
                     await self._open.wait()
                     if addr is None:
-                        with contextlib.suppress(RemotingError):
-                            addr = await master_addr(self.ns)
+                        addr = await self._master()
                     ok = False
                     if addr is not None:
                         self._in_flight += 1
@@ -283,6 +325,14 @@ class DLedgerChaosRun:
         finally:
             await client.close()
 
+    async def _master(self) -> str | None:
+        """The NameServer's brokerId 0, or None (none listed, or the NameServer unreachable:
+        a partition may cut the client from it)."""
+        with contextlib.suppress(RemotingError, TimeoutError, OSError):
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                return await master_addr(self.ns)
+        return None
+
     async def _consume(self) -> None:
         """Pull every queue of the current master from offset 0 on, all along."""
         client = JavaLikeClient()
@@ -291,8 +341,7 @@ class DLedgerChaosRun:
         try:
             while not self._stop.is_set():
                 if addr is None:
-                    with contextlib.suppress(RemotingError):
-                        addr = await master_addr(self.ns)
+                    addr = await self._master()
                     if addr is None:
                         await asyncio.sleep(0.1)
                         continue
@@ -390,7 +439,7 @@ class DLedgerChaosRun:
         return ""
 
     def _no_ok_began_after(self, since: float, until: float, why: str) -> None:
-        for began, key in self._ok_began:
+        for began, key, _ in self._ok_began:
             if since < began < until:
                 self.report.violations.append(
                     Violation("quorum", f"{key} got SEND_OK, begun {began - since:.2f}s {why}")
@@ -513,19 +562,39 @@ class DLedgerChaosRun:
         leader = await self._leader()
         began = time.monotonic()
         victims, failover = await self._inject(fault, leader, began)
+        return await self.recover(fault, tuple(victims), failover, began)
+
+    async def recover(
+        self, fault: StrEnum, victims: tuple[str, ...], failover: float | None, began: float
+    ) -> RoundResult:
+        """After a round healed its fault: wait for a master with both slaves listed and a
+        SEND_OK, check the replicas, and record the round."""
         await self._leader()
         await self._wait_ok(time.monotonic())
         recovery = time.monotonic() - began
         times = [t for t, _ in self._oks if t >= began]
         outage = max(b - a for a, b in zip([began, *times], times, strict=False))
         await self.check_replicas()
-        result = RoundResult(fault, tuple(victims), failover, recovery, outage)
+        result = RoundResult(fault, victims, failover, recovery, outage)
         self.report.rounds.append(result)
         return result
 
     async def run(self, rounds: int, faults: list[Fault] | None = None) -> DLedgerReport:
         """``rounds`` fault rounds under load (``faults`` in turn, else seeded random ones),
         then the final checks; the report holds every violation."""
+
+        async def play(i: int) -> RoundResult:
+            return await self.run_round(
+                faults[i % len(faults)] if faults else self.rng.choice(list(Fault))
+            )
+
+        return await self.campaign(rounds, play)
+
+    async def campaign(
+        self, rounds: int, play: Callable[[int], Awaitable[RoundResult]]
+    ) -> DLedgerReport:
+        """Start the load, play rounds ``0..rounds-1``, stop the load, then the final checks;
+        the report holds every violation."""
         await self._leader()
         await create_topic(list(self.g.addrs.values()), TOPIC, QUEUES)
         self._open.set()
@@ -534,8 +603,7 @@ class DLedgerChaosRun:
         try:
             await self._wait_ok(0.0)
             for i in range(rounds):
-                fault = faults[i % len(faults)] if faults else self.rng.choice(list(Fault))
-                result = await self.run_round(fault)
+                result = await play(i)
                 print(f"round {i + 1}/{rounds}: {result.line()}", flush=True)
         finally:
             self._stop.set()

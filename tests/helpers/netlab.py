@@ -23,7 +23,9 @@ import re
 import shutil
 import subprocess
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+
+import pytest
 
 from rocketpy.tools.cluster import pid_alive
 
@@ -59,6 +61,26 @@ def unavailable() -> str | None:
     finally:
         subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
     return None
+
+
+def lab_fixture(hosts: Iterable[str]) -> Callable[[], Iterator[NetLab]]:
+    """A pytest fixture yielding a created :class:`NetLab` of ``hosts`` (closed afterwards),
+    or skipping the test with :func:`unavailable`'s reason."""
+    names = list(hosts)
+
+    @pytest.fixture
+    def lab() -> Iterator[NetLab]:
+        why = unavailable()
+        if why is not None:
+            pytest.skip(why)
+        net = NetLab(names)
+        net.create()
+        try:
+            yield net
+        finally:
+            net.close()
+
+    return lab
 
 
 def remove_leftovers() -> None:
