@@ -322,7 +322,13 @@ async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatc
         assert k0 == one.query_offsets("T", "k0", 50, 0, FAR)
         assert k0.phy_offsets == (4000, 1000)  # 1600 lies below 1700, indexed by then
         assert run.query_offsets("T", "c", 50, 0, FAR).phy_offsets == (1500,)
-        assert run.statistics() == one.statistics()
+        # File names are creation times and the spare is made off the loop: both may differ.
+        r, o = run.statistics(), one.statistics()
+        assert (len(r.file_names), r.pending_keys, r.dropped_keys) == (
+            len(o.file_names),
+            o.pending_keys,
+            o.dropped_keys,
+        )
         for svc in (one, run):
             await svc.stop()
 
