@@ -20,6 +20,7 @@ it drains; in-flight requests beyond ``max_inflight`` are answered SYSTEM_BUSY s
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,7 @@ from rocketpy.remoting.protocol.frame import (
 from rocketpy.remoting.transport.dispatch import (
     ProcessorRegistry,
     RequestContext,
+    answer_of,
     dispatch,
     dispatch_nowait,
 )
@@ -325,15 +327,17 @@ class Connection(asyncio.Protocol):
         elif isinstance(result, asyncio.Future):
             # Done but for an acknowledgement: answered from its callback, no task.
             self._answers.add(result)
-            result.add_done_callback(self._answer_done)
+            result.add_done_callback(functools.partial(self._answer_done, cmd))
         else:
             self._tasks.spawn(self._finish(result))
 
-    def _answer_done(self, answer: asyncio.Future[RemotingCommand | None]) -> None:
+    def _answer_done(
+        self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]
+    ) -> None:
         self._answers.discard(answer)
         if answer.cancelled():
             return
-        response = answer.result()
+        response = answer_of(self._ctx, cmd, answer)
         if response is not None:
             self.send_response(response)
 

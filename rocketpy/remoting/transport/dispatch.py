@@ -12,7 +12,7 @@ A processor returns the response command, or ``None`` when it answers later itse
 returning the response (no task, no coroutine: the send hot path) or, when it must wait, an
 awaitable the connection runs as a contained task (:func:`dispatch_nowait`). An
 :class:`asyncio.Future` is the exception: its work is done but for an acknowledgement (a DLedger
-quorum), and the connection answers from its done callback, with no task.
+quorum), and the connection answers from its done callback (:func:`answer_of`), with no task.
 """
 
 from __future__ import annotations
@@ -140,10 +140,7 @@ async def dispatch(
             response = await processor(ctx, request)
         except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
             response = _error_response(ctx, request, e)
-    if request.is_oneway or response is None:
-        return None
-    response.opaque = request.opaque
-    return response
+    return _reply(request, response)
 
 
 def dispatch_nowait(
@@ -156,48 +153,31 @@ def dispatch_nowait(
 ):
     """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (None: nothing),
     or, when the processor has to wait, a coroutine that finishes the request as :func:`dispatch`
-    would (the caller runs it as a task and writes its result), or for a processor's future the
-    future of that response (the caller answers from its done callback)."""
+    would (the caller runs it as a task and writes its result), or the processor's own future,
+    whose done callback the caller answers with :func:`answer_of`."""
     try:
         result = processor(ctx, request)
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
         result = _error_response(ctx, request, e)
     if result is None or isinstance(result, RemotingCommand):
-        if request.is_oneway or result is None:
-            return None
-        result.opaque = request.opaque
-        return result
+        return _reply(request, result)
     if isinstance(result, asyncio.Future):
-        return _answer_when_done(ctx, request, result)
+        return result
     return _finish(ctx, request, result)
 
 
-def _answer_when_done(
-    ctx: RequestContext, request: RemotingCommand, pending: asyncio.Future[RemotingCommand | None]
-) -> asyncio.Future[RemotingCommand | None]:
-    """:func:`_finish` for a future, without a coroutine: the future of the response to write
-    (None: nothing), set from ``pending``'s done callback; a cancelled ``pending`` cancels it."""
-    answer: asyncio.Future[RemotingCommand | None] = asyncio.get_running_loop().create_future()
-
-    def settled(done: asyncio.Future[RemotingCommand | None]) -> None:
-        if answer.done():
-            return
-        if done.cancelled():
-            answer.cancel()
-            return
-        error = done.exception()
-        if error is not None and not isinstance(error, Exception):
-            answer.set_exception(error)  # a BaseException (SystemExit...) is not an answer
-            return
-        response = _error_response(ctx, request, error) if error is not None else done.result()
-        if request.is_oneway or response is None:
-            answer.set_result(None)
-            return
-        response.opaque = request.opaque
-        answer.set_result(response)
-
-    pending.add_done_callback(settled)
-    return answer
+def answer_of(
+    ctx: RequestContext, request: RemotingCommand, done: asyncio.Future[RemotingCommand | None]
+) -> RemotingCommand | None:
+    """What :func:`_finish` makes of a processor's future, once ``done`` (not cancelled): the
+    response to write (None: nothing). A BaseException that is not an Exception (SystemExit...)
+    is raised again: it is no answer."""
+    error = done.exception()
+    if error is None:
+        return _reply(request, done.result())
+    if not isinstance(error, Exception):
+        raise error
+    return _reply(request, _error_response(ctx, request, error))
 
 
 async def _finish(
@@ -207,6 +187,12 @@ async def _finish(
         response = await pending
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
         response = _error_response(ctx, request, e)
+    return _reply(request, response)
+
+
+def _reply(request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
+    """``response`` addressed to ``request`` (its opaque); None for a oneway request or no
+    response."""
     if request.is_oneway or response is None:
         return None
     response.opaque = request.opaque
