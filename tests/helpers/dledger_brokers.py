@@ -4,7 +4,9 @@ section 6's setup): free peer ports, per-node stores, NameServer view of the gro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from rocketpy.common.errors import RemotingError
 from rocketpy.tools.children import free_ports
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.history import History, Outcome
-from tests.helpers.processes import Daemon, start_broker
+from tests.helpers.processes import Daemon, start_broker, start_namesrv
 
 CLUSTER = "RaftCluster"
 GROUP = "RaftNode00"
@@ -80,6 +82,24 @@ def start_group(tmp: Path, namesrv: str, extra: str = "") -> DLedgerGroup:
         group.stop_all()
         raise
     return group
+
+
+@contextlib.contextmanager
+def running_group(tmp: Path, extra: str = "") -> Iterator[tuple[DLedgerGroup, str]]:
+    """A NameServer and a :func:`start_group` group, yielded as (group, NameServer address). On
+    a failure the daemons' logs are dumped; at the end every daemon is stopped, and (when the
+    body passed) each must have exited 0."""
+    namesrv, ns = start_namesrv(tmp)
+    group = start_group(tmp, ns, extra=extra)
+    try:
+        yield group, ns
+    except BaseException:
+        group.dump()
+        raise
+    finally:
+        codes = group.stop_all()
+        assert namesrv.stop() == 0
+    assert set(codes.values()) == {0}, codes
 
 
 async def group_addrs(ns: str) -> dict[int, str]:

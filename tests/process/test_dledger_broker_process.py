@@ -37,12 +37,11 @@ from tests.helpers.dledger_brokers import (
     create_topic,
     read_all,
     read_queue_until,
-    start_group,
+    running_group,
     wait_roles,
 )
 from tests.helpers.dledger_files import RawEntry, read_units, walk_data_dir
 from tests.helpers.history import History
-from tests.helpers.processes import start_namesrv
 
 # three brokers with default DLedger timings (2 s heartbeats, failover ~8 s): room on a busy CI
 pytestmark = [pytest.mark.process, pytest.mark.timeout(150)]
@@ -101,9 +100,8 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(
     6. Restart one follower with slaveReadEnable=true. Expected: it rejoins as a slave and
     serves pulls: within 15 s the 43 messages, from its own committed entries (its consume
     queues never hold an entry its committed position has not reached)."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns, extra=f"enableBatchPush={str(batch_push).lower()}\n")
-    try:
+    extra = f"enableBatchPush={str(batch_push).lower()}\n"
+    with running_group(tmp_path, extra=extra) as (group, ns):
         master = asyncio.run(wait_roles(ns, group, 20))
         topic = unique("DLedgerTopic")
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
@@ -152,13 +150,6 @@ def test_dledger_group_boot_send_consume_and_followers_refuse(
             assert (base / "index").is_dir(), node
             terms.add(parse_properties((base / "currterm").read_text())["currTerm"])
         assert len(terms) == 1, terms
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes
 
 
 async def _read_until(addr: str, topic: str, want: list[bytes], timeout_s: float) -> list[bytes]:
@@ -265,10 +256,8 @@ def test_dledger_leader_sigkill_under_load_loses_no_send_ok(tmp_path: Path) -> N
     SEND_OK lost, no queue offset naming two messages, no phantom, order kept).
     4. Restart the killed node on its store. Expected: it rejoins as a slave under its
     selfNum + 1 id; once it caught up every node holds the master's entries byte for byte."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns)
     history = History()
-    try:
+    with running_group(tmp_path) as (group, ns):
         leader = asyncio.run(wait_roles(ns, group, 20))
         topic = unique("DLedgerKill")
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
@@ -283,13 +272,6 @@ def test_dledger_leader_sigkill_under_load_loses_no_send_ok(tmp_path: Path) -> N
         group.start(leader)
         assert asyncio.run(wait_roles(ns, group, 20)) == new_master
         asyncio.run(_wait_replicas_equal(group, new_master, 20))
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes
 
 
 def test_dledger_quorum_loss_refuses_then_resumes(tmp_path: Path) -> None:
@@ -300,9 +282,7 @@ def test_dledger_quorum_loss_refuses_then_resumes(tmp_path: Path) -> None:
     others that or a refusal once the leader stepped down.
     3. Restart one follower. Expected: within 30 s a master is listed again and takes sends;
     the 10 acknowledged messages are all readable from it."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns)
-    try:
+    with running_group(tmp_path) as (group, ns):
         leader = asyncio.run(wait_roles(ns, group, 20))
         addr = group.addrs[leader]
         topic = unique("DLedgerQuorum")
@@ -330,13 +310,6 @@ def test_dledger_quorum_loss_refuses_then_resumes(tmp_path: Path) -> None:
         asyncio.run(resumed())
         bodies = {m.body for m in asyncio.run(read_all(new_addr, topic, QUEUES, 20))}
         assert {f"a{i}".encode() for i in range(10)} <= bodies
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes_ = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes_.values()) == {0}, codes_
 
 
 async def _send_code(addr: str, topic: str, body: str, queue_id: int) -> int:
@@ -367,10 +340,8 @@ def test_dledger_crash_all_under_load_recovers(tmp_path: Path) -> None:
     Expected: a master within 30 s (recovery after a crash: the abort file is there); every
     message read from it agrees with the history (no SEND_OK lost, no queue offset naming two
     messages); the master takes new sends; the replicas end byte-identical."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns)
     history = History()
-    try:
+    with running_group(tmp_path) as (group, ns):
         asyncio.run(wait_roles(ns, group, 20))
         topic = unique("DLedgerCrash")
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
@@ -385,13 +356,6 @@ def test_dledger_crash_all_under_load_recovers(tmp_path: Path) -> None:
         assert history.check() == [], history.summary()
         assert asyncio.run(_send_code(addr, topic, "after-restart", 0)) == ResponseCode.SUCCESS
         asyncio.run(_wait_replicas_equal(group, master, 20))
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes
 
 
 async def _wait_master(ns: str, group: DLedgerGroup, node: str, timeout_s: float) -> float:
@@ -420,10 +384,8 @@ def test_dledger_preferred_leader_takes_back_leadership(tmp_path: Path) -> None:
     3. Under load (two senders), restart n0. Expected: within 20 s n0 is brokerId 0 again and
     the node that led meanwhile is demoted to its slave id (master services off, sends
     refused); the history of the whole switch has no violation."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns, extra="preferredLeaderId=n0\n")
     history = History()
-    try:
+    with running_group(tmp_path, extra="preferredLeaderId=n0\n") as (group, ns):
         asyncio.run(_wait_master(ns, group, "n0", 20))
         topic = unique("DLedgerPreferred")
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
@@ -448,13 +410,6 @@ def test_dledger_preferred_leader_takes_back_leadership(tmp_path: Path) -> None:
         _consume_into(history, asyncio.run(read_all(addr, topic, QUEUES, 30)))
         assert history.summary().ok > 0, history.summary()
         assert history.check() == [], history.summary()
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes
 
 
 def _append_fake_entry(group: DLedgerGroup, node: str, topic: str, queue_offset: int) -> int:
@@ -483,9 +438,7 @@ def test_dledger_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
     slaveReadEnable=true. Expected: F's log is cut back and catches up (every node holds the
     master's entries); reading queue 0 from F gives the 20 real messages in order and never
     the fake one (it reached no consume queue)."""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns, extra="slaveReadEnable=true\n")
-    try:
+    with running_group(tmp_path, extra="slaveReadEnable=true\n") as (group, ns):
         leader = asyncio.run(wait_roles(ns, group, 20))
         topic = unique("DLedgerDiverge")
         asyncio.run(create_topic(list(group.addrs.values()), topic, QUEUES))
@@ -509,10 +462,3 @@ def test_dledger_divergent_follower_tail_is_truncated(tmp_path: Path) -> None:
             read_queue_until(group.addrs[follower], topic, 0, want, 15, never=b"FAKE")
         )
         assert got == want
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes

@@ -21,8 +21,13 @@ import pytest
 from rocketpy.common.codes import ResponseCode
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.cluster import unique
-from tests.helpers.dledger_brokers import NODES, DLedgerGroup, create_topic, start_group, wait_roles
-from tests.helpers.processes import start_namesrv
+from tests.helpers.dledger_brokers import (
+    NODES,
+    DLedgerGroup,
+    create_topic,
+    running_group,
+    wait_roles,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(150)]
 
@@ -179,14 +184,5 @@ def test_dledger_group_deletes_expired_files_and_keeps_serving(tmp_path: Path) -
     its minOffset reaches ``begin`` and it serves messages ``begin``..85. (Restarted in the
     leader's old term, the leader could instead resend 5.. from its in-memory copies of that
     term's entries, which F would take: step 3 makes the TRUNCATE path certain.)"""
-    namesrv, ns = start_namesrv(tmp_path)
-    group = start_group(tmp_path, ns, extra=_EXTRA)
-    try:
+    with running_group(tmp_path, extra=_EXTRA) as (group, ns):
         asyncio.run(asyncio.wait_for(_scenario(group, ns), 130))
-    except BaseException:
-        group.dump()
-        raise
-    finally:
-        codes = group.stop_all()
-        assert namesrv.stop() == 0
-    assert set(codes.values()) == {0}, codes
