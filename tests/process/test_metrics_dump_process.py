@@ -106,6 +106,9 @@ async def test_metrics_dump_from_real_controller(tmp_path: Path) -> None:
             ) != "true":
                 await asyncio.sleep(0.05)
             await broker.join(addrs[0])
+            # A lease far past the test's length: the check is the dump, not a heartbeat lapse,
+            # and under load the 1 s lease of join() ran out before the last dump was written.
+            await broker.heartbeat(addrs[0], timeout_ms=60_000)
             elected = await broker.elect_me(addrs[0])
             assert elected.code == ResponseCode.SUCCESS, elected.remark
             await wait_until(has_set, timeout_s=10)

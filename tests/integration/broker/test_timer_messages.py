@@ -161,8 +161,8 @@ async def test_timer_pending_survive_clean_restart(
 ) -> None:
     """1. Send messages due in 1.5 and 2.5 s. 2. Stop the broker (as on SIGTERM) before either is
     due and start it again on the same store. Expected: timercheck and timermetrics (2 pending
-    for T) were written at stop and are read back; both messages arrive once, at their time,
-    and the count drops to 0."""
+    for T) were written at stop and are read back; both messages arrive once, at their time
+    (at once on restart if the restart came later), and the count drops to 0."""
     root = tmp_path / "restart"
     broker = await broker_factory(store=FAST, store_root=root)
     now = int(time.time() * 1000)
@@ -183,11 +183,15 @@ async def test_timer_pending_survive_clean_restart(
     metrics = json.loads((root / "config" / "timermetrics").read_text())
     assert metrics["timingCount"]["T"]["count"] == 2
     again = await broker_factory(store=FAST, store_root=root)
+    # A message that fell due while the broker was down is due at once on restart (under load
+    # the stop and start can outlast the first due time).
+    restarted = int(time.time() * 1000)
     assert again.timer is not None
     assert again.timer.metrics.count("T") == 2  # GET_TIMER_METRICS' counts survive a restart
     seen = await _arrivals(again, client, "T", 2, 10)
     for body, at in due.items():
-        assert at - 50 <= seen[body][0] <= at + 600, (body, seen[body][0] - at)
+        late = seen[body][0] - max(at, restarted)
+        assert at - 50 <= seen[body][0] and late <= 600, (body, seen[body][0] - at, late)
     await asyncio.sleep(0.3)
     assert again.store.max_offset_in_queue("T", 0) == 2
     assert again.timer.metrics.count("T") == 0
