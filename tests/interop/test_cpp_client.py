@@ -97,20 +97,26 @@ def test_cpp_producer_and_push_consumer_round_trip(tmp_path: Path) -> None:
         assert daemon.stop() == 0, daemon.output()
 
 
+@pytest.mark.timeout(150)  # the C++ client's next heartbeat can be 30 s away (see below)
 def test_cpp_transaction_producer_commit_rollback_and_check_back(tmp_path: Path) -> None:
     """1. Start mqnamesrv and mqbroker with a fast transaction check (every 300 ms once 1 s
-    old). 2. The C++ TransactionMQProducer sends 3 half messages each whose local transactions
-    commit, roll back, or answer UNKNOWN (its checker commits those). 3. Pull the topic.
+    old; up to 200 checks: a check finds no producer channel until the C++ client's first
+    heartbeat, which under load can be its periodic one 30 s on, after the default 15 checks
+    had run out). 2. The C++ TransactionMQProducer sends 3 half messages each whose local
+    transactions commit, roll back, or answer UNKNOWN (its checker commits those). 3. Pull the
+    topic.
     Expected: every half send is SEND_OK; the broker checks back exactly the UNKNOWN ones; the
     topic holds the committed and the checked-and-committed messages, each once, and no
     rolled-back one."""
     daemon, addr = start_namesrv(tmp_path)
     broker, broker_addr = start_broker(
-        tmp_path, addr, extra="transactionCheckInterval=300\ntransactionTimeOut=1000\n"
+        tmp_path,
+        addr,
+        extra="transactionCheckInterval=300\ntransactionTimeOut=1000\ntransactionCheckMax=200\n",
     )
     try:
         result = _driver(
-            "txn", "--namesrv", addr, "--topic", "InteropTxn", "--count", "3", "--timeout", "60",
+            "txn", "--namesrv", addr, "--topic", "InteropTxn", "--count", "3", "--timeout", "75",
             timeout_s=120.0,
         )  # fmt: skip
         got = asyncio.run(pull_topic(broker_addr, "InteropTxn"))
@@ -118,7 +124,7 @@ def test_cpp_transaction_producer_commit_rollback_and_check_back(tmp_path: Path)
         assert broker.stop() == 0, broker.output()
         assert daemon.stop() == 0, daemon.output()
     assert result["statuses"] == [0] * 9
-    assert result["checked"] == [f"txn-unknown-{i}" for i in range(3)]
+    assert result["checked"] == [f"txn-unknown-{i}" for i in range(3)], broker.tail(4000)
     expected = sorted(
         f"txn-{kind}-{i}".encode() for kind in ("commit", "unknown") for i in range(3)
     )
