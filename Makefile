@@ -15,7 +15,7 @@ TEST_WORKERS ?= 3
 SRC := $(wildcard rocketpy tests analytics)
 
 .PHONY: install fmt lint type imports check proto test test-unit test-int test-process test-chaos test-spark \
-        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-features bench-proxy bench-send bench-namesrv bench-store bench-recovery bench-controller bench-ha bench-dledger-mode analyze bench-analytics clean
+        test-interop test-uvloop cluster cluster-stop cluster-kill-master cluster-classic cluster-classic-stop bench-ha-classic bench bench-features bench-proxy bench-send bench-send-instr bench-namesrv bench-store bench-recovery bench-controller bench-ha bench-dledger-mode analyze bench-analytics clean
 .PHONY: fuzz
 
 $(STAMP): pyproject.toml
@@ -160,6 +160,12 @@ bench-proxy: $(STAMP)
 # before and after and every figure is printed as a ratio to it (the reference is only executed).
 bench-send: $(STAMP)
 	$(PY) -m rocketpy.tools.bench_send $(if $(REF),--reference $(REF)) $(BENCH_ARGS)
+
+# make bench-send-instr [REF=path/to/mini_broker.py]: the same sends, with the broker (and REF's
+# server) under valgrind's callgrind: instructions per message, a figure the machine's speed
+# drift does not move, for judging a send-path change (needs valgrind; a few minutes).
+bench-send-instr: $(STAMP)
+	$(PY) -m rocketpy.tools.bench_send_instr $(if $(REF),--reference $(REF)) $(BENCH_ARGS)
 
 # make bench-store: appends/s and MB/s (ASYNC_FLUSH; SYNC_FLUSH group commit at 64 producers)
 # beside a bare mmap copy loop and a bare write+fdatasync loop on the same disk. DIR= picks the disk.

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +39,11 @@ def spawn(
     name: str,
     *,
     timeout_s: float = BOOT_TIMEOUT_S,
+    prefix: Sequence[str] = (),
 ) -> Child:
     """Run ``python <args>`` (output in ``workdir/<name>.out|.err``, logs under
-    ``workdir/logs/<name>``) until ``boot`` matches its stdout.
+    ``workdir/logs/<name>``) until ``boot`` matches its stdout; ``prefix``: a command it runs
+    under (a profiler).
 
     Raises:
         RuntimeError: it exited or printed no boot line within ``timeout_s``.
@@ -49,7 +52,7 @@ def spawn(
     env = dict(os.environ, ROCKETPY_LOG_DIR=str(workdir / "logs" / name))
     with out.open("wb") as stdout, (workdir / f"{name}.err").open("wb") as stderr:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
-            [sys.executable, *args], stdout=stdout, stderr=stderr, env=env
+            [*prefix, sys.executable, *args], stdout=stdout, stderr=stderr, env=env
         )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -74,12 +77,17 @@ def stop(child: Child) -> None:
 
 
 def spawn_namesrv_and_broker(
-    workdir: Path, broker_conf: str, broker_args: tuple[str, ...] = ()
+    workdir: Path,
+    broker_conf: str,
+    broker_args: tuple[str, ...] = (),
+    *,
+    broker_prefix: Sequence[str] = (),
+    broker_boot_s: float = BOOT_TIMEOUT_S,
 ) -> list[Child]:
     """A NameServer and one broker on loopback ports, files under ``workdir``: ``broker_conf``
     is added to the broker's loopback, port-0 and store-root lines, ``broker_args`` to its
-    command line. Returns [namesrv, broker]; whatever started is stopped again if the broker
-    does not boot."""
+    command line; ``broker_prefix`` and ``broker_boot_s`` as :func:`spawn`'s. Returns
+    [namesrv, broker]; whatever started is stopped again if the broker does not boot."""
     conf = workdir / "broker.conf"
     conf.write_text(
         "brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort=0\n"
@@ -103,6 +111,8 @@ def spawn_namesrv_and_broker(
             BROKER_BOOT,
             workdir,
             "broker",
+            timeout_s=broker_boot_s,
+            prefix=broker_prefix,
         )
     except BaseException:
         stop(ns)
