@@ -178,7 +178,7 @@ def gated_nowait(
         except BaseException:
             gate.release()
             raise
-        if result is None or isinstance(result, RemotingCommand):
+        if result is None or isinstance(result, RemotingCommand | bytes):
             gate.release()
             return result
         if isinstance(result, asyncio.Future):

@@ -28,6 +28,7 @@ from rocketpy.broker import topic_validator as tv
 from rocketpy.broker.message_type_check import check_topic_message_type
 from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
+from rocketpy.broker.processors.send_answer import SendAnswers
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
 from rocketpy.broker.processors.send_properties import SendProperties, too_large
 from rocketpy.broker.runtime import BrokerRuntime
@@ -50,6 +51,7 @@ from rocketpy.remoting.protocol.body.config_shapes import (
     TopicFilterType,
 )
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import decode_frame
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
 from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
 from rocketpy.store.commit_log.put_types import (
@@ -87,6 +89,7 @@ class SendMessageProcessor:
         #: Names that passed the (pure, name-only) topic checks: skipped on later sends.
         self._sendable_topics: set[str] = set()
         self._props = SendProperties(rt)
+        self._answers = SendAnswers()
         #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
         self.timer_hook: TimerHook | None = None
 
@@ -153,23 +156,26 @@ class SendMessageProcessor:
         """``processRequest`` for the three send codes; records the request's latency (decode to
         response, rejected sends included) in the send-latency histogram."""
         result = self.send_message_nowait(ctx, request)
+        if isinstance(result, bytes):  # the answer's frame (the synchronous path)
+            return decode_frame(memoryview(result)[4:])
         return result if isinstance(result, RemotingCommand) else await result
 
     def send_message_nowait(
         self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
         """:meth:`send_message` answered without awaiting when the store can append without
-        waiting (a single message, ASYNC_FLUSH, no replicas to wait for, room in the segment);
+        waiting (a single message, ASYNC_FLUSH, no replicas to wait for, room in the segment):
+        a stored send's answer as its whole frame (``send_answer.py``), a refusal as a command;
         otherwise the coroutine that finishes the send."""
         started = perf_counter()
         result = self._send_message(ctx, request, started)
-        if isinstance(result, RemotingCommand):
+        if isinstance(result, bytes | RemotingCommand):
             self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
         return result
 
     def _send_message(
         self, ctx: RequestContext, request: RemotingCommand, started: float
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
@@ -193,11 +199,7 @@ class SendMessageProcessor:
 
     def _ext(self) -> dict[str, str]:
         """The extFields every send response carries."""
-        rt = self._rt
-        return {
-            MessageConst.MSG_REGION: rt.config.region_id,
-            MessageConst.TRACE_ON: "true" if rt.config.trace_on else "false",
-        }
+        return self._answers.ext(self._rt.config)
 
     async def _timed(
         self, pending: Coroutine[Any, Any, RemotingCommand], started: float
@@ -263,7 +265,7 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
@@ -292,7 +294,8 @@ class SendMessageProcessor:
         )
         result = rt.store.put_message_nowait(msg)
         if result is not None:  # the hot path: appended, nothing to wait for
-            return self._stored_one(request, msg, result, queue_id, uniq)
+            self._record_one(msg, result)
+            return self._put_frame(request, result, queue_id, uniq)
         return self._answer_put(
             msg,
             lambda: self._put_one(request, msg, queue_id, uniq),
@@ -374,11 +377,14 @@ class SendMessageProcessor:
         queue_id: int,
         uniq: str,
     ) -> RemotingCommand:
-        rt = self._rt
+        self._record_one(msg, result)
+        return self._put_response(request, result, queue_id, uniq)
+
+    def _record_one(self, msg: MessageToStore, result: PutResult) -> None:
         if result.stored:
+            rt = self._rt
             rt.stats.inc_put()
             rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
-        return self._put_response(request, result, queue_id, uniq)
 
     def _handle_retry_and_dlq(
         self,
@@ -420,7 +426,7 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
         rt = self._rt
 
         def illegal(remark: str) -> RemotingCommand:
@@ -470,7 +476,8 @@ class SendMessageProcessor:
         )
         result = rt.store.put_batch_nowait(batch)
         if result is not None:
-            return self._stored_batch(request, batch, result, uniqs)
+            self._record_batch(batch, result)
+            return self._put_frame(request, result, batch.queue_id, ",".join(uniqs))
         return self._answer_put(
             batch,
             lambda: self._put_batch(request, batch, uniqs),
@@ -487,12 +494,15 @@ class SendMessageProcessor:
     def _stored_batch(
         self, request: RemotingCommand, batch: MessageBatch, result: PutResult, uniqs: list[str]
     ) -> RemotingCommand:
-        rt = self._rt
+        self._record_batch(batch, result)
+        return self._put_response(request, result, batch.queue_id, ",".join(uniqs))
+
+    def _record_batch(self, batch: MessageBatch, result: PutResult) -> None:
         if result.stored:
+            rt = self._rt
             rt.stats.inc_put(len(batch.items))
             sizes = [len(body) for _, body, _ in batch.items]
             rt.metrics.record_puts(batch.topic, batch.queue_id, sizes)
-        return self._put_response(request, result, batch.queue_id, ",".join(uniqs))
 
     def _put_response(
         self, request: RemotingCommand, result: PutResult, queue_id: int, uniq: str
@@ -500,16 +510,26 @@ class SendMessageProcessor:
         """``handlePutMessageResult``."""
         code = STORED_CODES.get(result.status)
         if code is None:
-            failure = put_failure(result.status, self.illegal_remark())
-            return request.make_response(failure[0], failure[1], ext_fields=self._ext())
-        # SendMessageResponseHeader's extFields, written out (the generic to_ext per send cost
-        # more than the rest of the response); same keys, values and order.
-        ext = self._ext()
-        ext["msgId"] = result.msg_id
-        ext["queueId"] = str(queue_id)
-        ext["queueOffset"] = str(result.queue_offset)
-        ext["transactionId"] = uniq
-        return request.make_response(code, ext_fields=ext)
+            return self._put_refused(request, result)
+        return self._answers.command(
+            self._rt.config, request, code, result.msg_id, queue_id, result.queue_offset, uniq
+        )
+
+    def _put_frame(
+        self, request: RemotingCommand, result: PutResult, queue_id: int, uniq: str
+    ) -> RemotingCommand | bytes:
+        """:meth:`_put_response`, a stored send's answer encoded as its frame."""
+        code = STORED_CODES.get(result.status)
+        if code is None:
+            return self._put_refused(request, result)
+        return self._answers.frame(
+            self._rt.config, request.opaque, code, result.msg_id, queue_id, result.queue_offset,
+            uniq,
+        )  # fmt: skip
+
+    def _put_refused(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+        failure = put_failure(result.status, self.illegal_remark())
+        return request.make_response(failure[0], failure[1], ext_fields=self._ext())
 
     # -- CONSUMER_SEND_MSG_BACK ---------------------------------------------------------
 

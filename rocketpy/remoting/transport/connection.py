@@ -120,10 +120,13 @@ class Connection(asyncio.Protocol):
 
     def send_response(self, response: RemotingCommand) -> None:
         """Queue any command for writing; silently dropped once the connection is closed."""
-        if self._closed:
-            return
+        if not self._closed:
+            self._send_frame(encode_frame(response))
+
+    def _send_frame(self, frame: bytes) -> None:
+        """Queue a whole encoded frame (open connection)."""
         out = self._out
-        out.append(encode_frame(response))
+        out.append(frame)
         # While data_received handles a read, what the read answers waits for its one write
         # (a write costs as much as handling a few sends; as the reference hot path does).
         if len(out) >= WRITE_SLICE_FRAMES and not self._reading:
@@ -288,18 +291,21 @@ class Connection(asyncio.Protocol):
             self._need = 0
             self._on_command(decode_frame(payload))
 
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        fut = self._pending.pop(cmd.opaque, None)
+        if fut is None:
+            log.warning(
+                "receive response, but not matched any request",
+                peer=self._peer,
+                opaque=cmd.opaque,
+                code=cmd.code,
+            )
+        elif not fut.done():
+            fut.set_result(cmd)
+
     def _on_command(self, cmd: RemotingCommand) -> None:
         if cmd.flag & RPC_TYPE_RESPONSE:
-            fut = self._pending.pop(cmd.opaque, None)
-            if fut is None:
-                log.warning(
-                    "receive response, but not matched any request",
-                    peer=self._peer,
-                    opaque=cmd.opaque,
-                    code=cmd.code,
-                )
-            elif not fut.done():
-                fut.set_result(cmd)
+            self._on_response(cmd)
             return
         if self._registry is None:
             if not cmd.is_oneway:
@@ -322,7 +328,10 @@ class Connection(asyncio.Protocol):
         result = dispatch_nowait(nowait, self._ctx, cmd)
         if result is None:
             return
-        if isinstance(result, RemotingCommand):
+        if isinstance(result, bytes):
+            if not self._closed:
+                self._send_frame(result)
+        elif isinstance(result, RemotingCommand):
             self.send_response(result)
         elif isinstance(result, asyncio.Future):
             # Done but for an acknowledgement: answered from its callback, no task.

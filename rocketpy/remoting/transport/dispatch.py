@@ -9,8 +9,10 @@ touch sockets directly (the connection object does).
 A processor returns the response command, or ``None`` when it answers later itself through
 ``ctx.send_response`` (long polling) or when the request is oneway. A code may also have a
 :data:`NowaitProcessor`: a plain function the connection calls straight from the frame decoder,
-returning the response (no task, no coroutine: the send hot path) or, when it must wait, an
-awaitable the connection runs as a contained task (:func:`dispatch_nowait`). An
+returning the response (no task, no coroutine: the send hot path) -- as a command, or already
+encoded as its whole frame (``bytes``: a stored send's answer from a template, with the request's
+opaque) -- or, when it must wait, an awaitable the connection runs as a contained task
+(:func:`dispatch_nowait`). An
 :class:`asyncio.Future` is the exception: its work is done but for an acknowledgement (a DLedger
 quorum), and the connection answers from its done callback (:func:`answer_of`), with no task.
 """
@@ -69,9 +71,9 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
-NowaitResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
-#: Answers synchronously (a command or None, as a :data:`Processor`'s result) or returns an
-#: awaitable of that when it has to wait.
+NowaitResult = RemotingCommand | bytes | None | Awaitable[RemotingCommand | None]
+#: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
+#: whole frame) or returns an awaitable of a command or None when it has to wait.
 NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 
 
@@ -147,18 +149,21 @@ def dispatch_nowait(
     processor: NowaitProcessor, ctx: RequestContext, request: RemotingCommand
 ) -> (
     RemotingCommand
+    | bytes
     | Coroutine[Any, Any, RemotingCommand | None]
     | asyncio.Future[RemotingCommand | None]
     | None
 ):
-    """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (None: nothing),
-    or, when the processor has to wait, a coroutine that finishes the request as :func:`dispatch`
-    would (the caller runs it as a task and writes its result), or the processor's own future,
-    whose done callback the caller answers with :func:`answer_of`."""
+    """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (a command or its
+    frame; None: nothing), or, when the processor has to wait, a coroutine that finishes the
+    request as :func:`dispatch` would (the caller runs it as a task and writes its result), or
+    the processor's own future, whose done callback the caller answers with :func:`answer_of`."""
     try:
         result = processor(ctx, request)
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
         result = _error_response(ctx, request, e)
+    if isinstance(result, bytes):
+        return None if request.is_oneway else result
     if result is None or isinstance(result, RemotingCommand):
         return _reply(request, result)
     if isinstance(result, asyncio.Future):
