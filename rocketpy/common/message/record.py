@@ -95,6 +95,7 @@ def is_prepared_or_rollback(sys_flag: int) -> bool:
     return sys_flag & TRANSACTION_TYPE_MASK in _UNCONSUMABLE_TYPES
 
 
+@functools.lru_cache(maxsize=4096)  # per appended message, from a handful of peers
 def pack_address(addr: Address) -> bytes:
     """BORNHOST/STOREHOST bytes (address + int32 port); cached, the append path calls it per
     message.
