@@ -33,6 +33,7 @@ RPC_ONEWAY: Final = 0b10
 CURRENT_VERSION: Final = 479
 
 _opaque_counter = itertools.count(1)
+_new: Final = object.__new__
 
 
 def next_opaque() -> int:
@@ -111,6 +112,32 @@ class RemotingCommand:
             ext_fields=ext_fields,
             body=body,
         )
+
+    @classmethod
+    def decoded(  # noqa: PLR0917 -- a decoded header's fields, positional per frame
+        cls,
+        code: int,
+        language: int,
+        version: int,
+        opaque: int,
+        flag: int,
+        remark: str | None,
+        ext_fields: dict[str, str] | None,
+    ) -> RemotingCommand:
+        """A command as a header decoder makes it (no body yet, serialize type 0): its fields
+        stored into a new instance, without the keyword call of ``__init__`` (one per frame;
+        ``tests/unit/remoting`` checks it sets every field)."""
+        cmd = _new(cls)
+        cmd.code = code
+        cmd.language = language
+        cmd.version = version
+        cmd.opaque = opaque
+        cmd.flag = flag
+        cmd.remark = remark
+        cmd.ext_fields = ext_fields
+        cmd.body = None
+        cmd.serialize_type = 0
+        return cmd
 
     def ext(self, key: str) -> str | None:
         """One ``extFields`` value, or None."""

@@ -134,12 +134,6 @@ def decode_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     if remark is not None and type(remark) is not str:
         remark = _text(remark)
     ext = get("extFields")
-    return RemotingCommand(
-        code=code,
-        language=language,
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=None if ext is None else _ext_fields(ext),
+    return RemotingCommand.decoded(
+        code, language, version, opaque, flag, remark, None if ext is None else _ext_fields(ext)
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import struct
 
@@ -156,3 +157,16 @@ def test_json_header_integers_beyond_java_int_are_refused(field: str, value: int
     header = {"code": 105, "opaque": 1, "flag": 0, "version": 1, field: value}
     with pytest.raises(CodecError, match=f"{field}={value}"):
         header_json.decode_header(json.dumps(header).encode())
+
+
+def test_decoded_command_sets_every_field() -> None:
+    """RemotingCommand.decoded (the header decoders' constructor, no keyword call) builds what
+    the keyword constructor builds: every dataclass field set, body None, serialize type 0 (a
+    field added to RemotingCommand but not to decoded() fails here)."""
+    ext = {"a": "1"}
+    got = RemotingCommand.decoded(310, 0, 479, -5, 2, "r", ext)
+    want = RemotingCommand(
+        code=310, language=0, version=479, opaque=-5, flag=2, remark="r", ext_fields=ext
+    )
+    for field in dataclasses.fields(RemotingCommand):
+        assert getattr(got, field.name) == getattr(want, field.name), field.name

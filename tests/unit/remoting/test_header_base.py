@@ -91,3 +91,39 @@ def test_header_java_int_field_beyond_int_names_field(value: str) -> None:
         from_ext(_Header, {"topic": "T", "queueId": value})
     for edge in (-(2**31), 2**31 - 1):
         assert from_ext(_Header, {"topic": "T", "queueId": str(edge)}).queue_id == edge
+
+
+@dataclass(slots=True, kw_only=True)
+class _Mutable:
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    compressed: bool = wire("compressed", default=False)
+    unit_mode: bool | None = wire("unitMode", default=None)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Checked:
+    topic: str = wire("topic")
+
+    def __post_init__(self) -> None:
+        if not self.topic:
+            raise ValueError("empty topic")
+
+
+def test_decoder_builds_the_same_instance_as_its_init() -> None:
+    """1. Decode a mutable header (stored into a new instance, no keyword call) with and without
+    its optional fields. 2. Decode a header with __post_init__ (keyword call kept).
+    Expected: each equals the instance its __init__ builds from the same values, every field
+    set (defaults included); __post_init__ still runs."""
+    full = from_ext(
+        _Mutable, {"topic": "T", "queueId": "3", "compressed": "TRUE", "unitMode": "false"}
+    )
+    assert full == _Mutable(topic="T", queue_id=3, compressed=True, unit_mode=False)
+    bare = from_ext(_Mutable, {"topic": "T", "queueId": "3"})
+    assert bare == _Mutable(topic="T", queue_id=3)
+    assert (bare.compressed, bare.unit_mode) == (False, None)
+    assert from_ext(_Checked, {"topic": "T"}) == _Checked(topic="T")
+    with pytest.raises(ValueError, match="empty topic"):
+        from_ext(_Checked, {"topic": ""})
+    with pytest.raises(MissingHeaderField):
+        from_ext(_Mutable, {"queueId": "3"})

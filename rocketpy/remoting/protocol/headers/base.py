@@ -219,6 +219,15 @@ _EMPTY: Final[Mapping[str, str]] = types.MappingProxyType({})
 _DECODERS: dict[tuple[type, tuple[str, ...] | None], Callable[[Mapping[str, str]], Any]] = {}
 
 
+def _settable(cls: type, attrs: list[str]) -> bool:
+    """Whether an instance of dataclass ``cls`` is fully built by storing ``attrs``: not
+    frozen, no ``__post_init__``, and its init fields are exactly ``attrs``."""
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or params.frozen or hasattr(cls, "__post_init__"):
+        return False
+    return [f.name for f in dataclasses.fields(cls) if f.init] == attrs
+
+
 def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mapping[str, str]], Any]:
     """Generate a straight-line decoder for ``cls`` (as dataclasses generates ``__init__``): the
     send path decodes a header per message, and the generic loop cost more than the send.
@@ -227,8 +236,9 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
     ``_parse_int``'s ``strip`` does) and must fit Java's long, as ``Long.parseLong`` demands:
     an id of 2**64 once reached the controller's msgpack event encoder and failed there with a
     traceback. Fields in :data:`JAVA_INT_FIELDS` must fit Java's int. Booleans convert inline as
-    ``_parse_bool``; absent optional fields take the dataclass default, so the class is built
-    with one keyword call.
+    ``_parse_bool``; absent optional fields take the dataclass default. The instance is built
+    by storing the fields into a new one when that is all ``__init__`` would do, else with one
+    keyword call.
     """
     specs = _specs(cls)
     if keys is not None and len(keys) != len(specs):
@@ -247,10 +257,17 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
     args: list[str] = []
     for i, (attr, name, parser, mandatory) in enumerate(specs):
         key = keys[i] if keys is not None else name
-        lines.append(f"    v{i} = get({key!r})")
         if mandatory:
-            lines.append(f"    if v{i} is None: raise Missing({key!r})")
+            # A subscript, not a get() call: a present field (the usual case) costs no call.
+            lines += [
+                "    try:",
+                f"        v{i} = fields[{key!r}]",
+                "    except KeyError:",
+                f"        raise Missing({key!r}) from None",
+                f"    if v{i} is None: raise Missing({key!r})",
+            ]
         else:
+            lines.append(f"    v{i} = get({key!r})")
             field = defaults[attr]
             if field.default is _MISSING:  # a default_factory
                 namespace[f"f{i}"] = field.default_factory
@@ -282,7 +299,15 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
         elif not mandatory:
             lines.append(f"{indent}pass")
         args.append(f"{attr}=v{i}")
-    lines.append(f"    return cls({', '.join(args)})")
+    if _settable(cls, [attr for attr, _, _, _ in specs]):
+        # Every field is a wire field and __init__ only stores them: stored straight into a
+        # new instance, without the keyword call (a send decodes 14 fields per message).
+        namespace["new"] = object.__new__
+        lines.append("    o = new(cls)")
+        lines += [f"    o.{arg.replace('=', ' = ')}" for arg in args]
+        lines.append("    return o")
+    else:
+        lines.append(f"    return cls({', '.join(args)})")
     exec("\n".join(lines), namespace)  # noqa: S102 - generated from the dataclass fields only
     decoder: Callable[[Mapping[str, str]], Any] = namespace["decode"]
     _DECODERS[(cls, keys)] = decoder
