@@ -27,7 +27,8 @@ class Histogram:
         """Add ``count`` observations of ``value``."""
         self.counts[bisect_left(self.bounds, value)] += count
         self.sum += value * count
-        self.max = max(self.max, value)
+        if value > self.max:  # noqa: PLR1730 - not max(): observed per message
+            self.max = value
 
 
 def prom_buckets(hist: Histogram) -> list[tuple[str, float]]:

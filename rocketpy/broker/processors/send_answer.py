@@ -20,8 +20,9 @@ from rocketpy.broker.config import BrokerConfig
 from rocketpy.common.codes import LanguageCode
 from rocketpy.common.message.const import MessageConst
 from rocketpy.remoting.protocol.command import CURRENT_VERSION, RPC_TYPE_RESPONSE, RemotingCommand
-from rocketpy.remoting.protocol.frame import json_frame
+from rocketpy.remoting.protocol.frame import JSON_PREFIX
 
+_PREFIX: Final = JSON_PREFIX.pack
 #: The JSON header of a stored send's response as header_json.encode_header writes it, around
 #: the region and trace values (JSON text, filled in once per config).
 _HEAD: Final = '{"code":%d,"extFields":{"MSG_REGION":'
@@ -89,5 +90,5 @@ class SendAnswers:
         # msgId is hex and the numbers digits; the UNIQ_KEY is the sender's text: escaped as
         # orjson escapes it unless it is only letters and digits (then it is its own JSON).
         quoted = f'"{uniq}"' if uniq.isalnum() else orjson.dumps(uniq).decode()
-        header = self._template % (code, msg_id, queue_id, queue_offset, quoted, opaque)
-        return json_frame(header.encode())
+        header = (self._template % (code, msg_id, queue_id, queue_offset, quoted, opaque)).encode()
+        return _PREFIX(4 + len(header), len(header)) + header  # json_frame, inlined: per send

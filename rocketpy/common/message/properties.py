@@ -74,10 +74,19 @@ def waits_for_store(wait: str | None) -> bool:
 def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the map (per message on the send
     path for ``WAIT``, per pulled record for ``UNIQ_KEY`` and ``TAGS``)."""
-    named = f"{name}{NAME_VALUE_SEPARATOR}"
+    named = _NAMED.get(name)
+    if named is None:
+        named = f"{name}{NAME_VALUE_SEPARATOR}"
+        if len(_NAMED) < _NAMED_MAX:
+            _NAMED[name] = named
     if named not in text:  # the common case on the send path (WAIT)
         return None
     return _named_value(text, named)
+
+
+#: ``name`` + the name-value separator, by name (a handful of names are looked up per message).
+_NAMED: dict[str, str] = {}
+_NAMED_MAX: Final = 256
 
 
 _TAGS_NAME: Final = f"{MessageConst.TAGS}{NAME_VALUE_SEPARATOR}"

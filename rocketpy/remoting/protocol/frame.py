@@ -30,6 +30,9 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 
 LENGTH: Final = struct.Struct(">i")
 _PREFIX: Final = struct.Struct(">iI")
+#: A frame's length and header word; for a JSON header (serialize type 0) the word is the
+#: header's length.
+JSON_PREFIX: Final = _PREFIX
 _WORD: Final = struct.Struct(">I")
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 _MAX_HEADER: Final = 0xFFFFFF
