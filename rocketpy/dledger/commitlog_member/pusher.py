@@ -48,14 +48,20 @@ COMMIT_PUSH_INTERVAL_MS = 1000
 LEAK_CHECK_INTERVAL_MS = 1000
 
 
+#: Told the answer's code (200, 502, 501, 500) in place of a future (a broker's send).
+AnswerCallback = Callable[[int], None]
+
+
 @dataclass(slots=True)
 class PendingAppend:
-    """``AppendFuture``: an entry waiting for its quorum."""
+    """``AppendFuture``: an entry waiting for its quorum, answered through ``future`` or,
+    with no future made, ``on_answer``."""
 
     index: int
     pos: int
     created_ms: int
-    future: asyncio.Future[AppendEntryResponse]
+    future: asyncio.Future[AppendEntryResponse] | None
+    on_answer: AnswerCallback | None = None
 
 
 class LeaderPusher:
@@ -100,10 +106,7 @@ class LeaderPusher:
         # cancellation a caller could take for its own.
         for term, pending in self.pending_by_term.items():
             for p in pending.values():
-                if not p.future.done():
-                    p.future.set_result(
-                        self._fail(term, p.index, DLedgerResponseCode.INTERNAL_ERROR)
-                    )
+                self._answer(term, p, DLedgerResponseCode.INTERNAL_ERROR)
         self.pending_by_term.clear()
 
     def wakeup_dispatchers(self) -> None:
@@ -132,20 +135,44 @@ class LeaderPusher:
 
     def wait_ack(self, header: EntryHeader) -> asyncio.Future[AppendEntryResponse]:
         """``waitAck``: a future completed once a quorum holds ``header``'s entry."""
-        self.update_peer_water_mark(header.term, self.state.self_id, header.index)
         fut: asyncio.Future[AppendEntryResponse] = asyncio.get_running_loop().create_future()
-        if self.state.peer_size == 1:
-            fut.set_result(self._ok(header.term, header.index, header.pos))
-            self.store.update_committed_index(header.index)
-            self._on_committed()
-            return fut
-        pending = self.pending_by_term.setdefault(header.term, {})
-        pending[header.index] = PendingAppend(
-            header.index, header.pos, self.clock.monotonic_ms(), fut
-        )
-        self.fragments.appended(header.term, header.index, header.term, header.pos, header.size)
-        self.wakeup_dispatchers()
+        self._wait(header, fut, None)
         return fut
+
+    def wait_ack_then(self, header: EntryHeader, on_answer: AnswerCallback) -> None:
+        """:meth:`wait_ack` with no future: ``on_answer(code)`` is called once, from the ack
+        checker (at once in a group of one)."""
+        self._wait(header, None, on_answer)
+
+    def _wait(
+        self,
+        header: EntryHeader,
+        fut: asyncio.Future[AppendEntryResponse] | None,
+        on_answer: AnswerCallback | None,
+    ) -> None:
+        term, index = header.term, header.index
+        self.update_peer_water_mark(term, self.state.self_id, index)
+        p = PendingAppend(index, header.pos, self.clock.monotonic_ms(), fut, on_answer)
+        if self.state.peer_size == 1:
+            self.store.update_committed_index(index)
+            self._on_committed()
+            self._answer(term, p, DLedgerResponseCode.SUCCESS)
+            return
+        self.pending_by_term.setdefault(term, {})[index] = p
+        self.fragments.appended(term, index, term, header.pos, header.size)
+        self.wakeup_dispatchers()
+
+    def _answer(self, term: int, p: PendingAppend, code: int) -> None:
+        """Answer ``p`` (taken out of the pending table by the caller) with ``code``, once."""
+        on_answer, fut = p.on_answer, p.future
+        if on_answer is not None:
+            p.on_answer = None
+            on_answer(code)
+        elif fut is not None and not fut.done():
+            if code == DLedgerResponseCode.SUCCESS:
+                fut.set_result(self._ok(term, p.index, p.pos))
+            else:
+                fut.set_result(self._fail(term, p.index, code))
 
     def _ok(self, term: int, index: int, pos: int) -> AppendEntryResponse:
         return AppendEntryResponse(
@@ -181,21 +208,16 @@ class LeaderPusher:
                 for i, p in pending.items()
                 if now - p.created_ms > self.config.max_wait_ack_time_ms
             ]:
-                p = pending.pop(index)
-                if not p.future.done():
-                    p.future.set_result(
-                        self._fail(term, index, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                    )
+                self._answer(term, pending.pop(index), DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
 
-    def _check_quorum(self) -> None:  # noqa: C901, PLR0912 - upstream's one loop body
+    def _check_quorum(self) -> None:  # noqa: C901 - upstream's one loop body
         term = self.state.curr_term
         if term != self._checker_term:
             # A new office: its quorum index starts again from the watermarks of this term.
             self._checker_term, self._last_quorum_index = term, -1
         for old in [t for t in self.pending_by_term if t != term]:
             for p in self.pending_by_term.pop(old).values():
-                if not p.future.done():
-                    p.future.set_result(self._fail(old, p.index, DLedgerResponseCode.TERM_CHANGED))
+                self._answer(old, p, DLedgerResponseCode.TERM_CHANGED)
         for old in [t for t in self.peer_water_marks_by_term if t != term]:
             del self.peer_water_marks_by_term[old]
         marks = self._water_marks(term)
@@ -215,8 +237,7 @@ class LeaderPusher:
             if acked is None:
                 need_check = True
                 break
-            if not acked.future.done():
-                acked.future.set_result(self._ok(term, i, acked.pos))
+            self._answer(term, acked, DLedgerResponseCode.SUCCESS)
             ack += 1
             i -= 1
         if ack == 0:
@@ -226,10 +247,7 @@ class LeaderPusher:
                 if late is None or now - late.created_ms <= self.config.max_wait_ack_time_ms:
                     break
                 del pending[i]
-                if not late.future.done():
-                    late.future.set_result(
-                        self._fail(term, i, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                    )
+                self._answer(term, late, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
                 i += 1
         if now - self._last_check_leak_ms > LEAK_CHECK_INTERVAL_MS or need_check:
             self.update_peer_water_mark(term, self.state.self_id, self.store.ledger_end_index)
@@ -237,14 +255,10 @@ class LeaderPusher:
                 p = pending[index]
                 if index < quorum_index:
                     del pending[index]
-                    if not p.future.done():
-                        p.future.set_result(self._ok(term, index, p.pos))
+                    self._answer(term, p, DLedgerResponseCode.SUCCESS)
                 elif now - p.created_ms > self.config.max_wait_ack_time_ms:
                     del pending[index]
-                    if not p.future.done():
-                        p.future.set_result(
-                            self._fail(term, index, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                        )
+                    self._answer(term, p, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
             self._last_check_leak_ms = now
         self._last_quorum_index = quorum_index
 
