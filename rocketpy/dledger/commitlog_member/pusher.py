@@ -91,6 +91,8 @@ class LeaderPusher:
             peer: EntryDispatcher(self, peer) for peer in state.peer_map if peer != state.self_id
         }
         self._tasks = TaskSet(f"dledger-{state.self_id}/pusher")
+        self._self_id = state.self_id
+        self._alone = state.peer_size == 1  # the peers are fixed for a member's life
         self._last_quorum_index = -1
         self._checker_term = -1
         self._last_check_leak_ms = 0
@@ -151,9 +153,11 @@ class LeaderPusher:
         on_answer: AnswerCallback | None,
     ) -> None:
         term, index = header.term, header.index
-        self.update_peer_water_mark(term, self.state.self_id, index)
+        # updatePeerWaterMark(term, self, index): the leader's own entries only grow.
+        marks = self.peer_water_marks_by_term.get(term) or self._water_marks(term)
+        marks[self._self_id] = max(marks[self._self_id], index)
         p = PendingAppend(index, header.pos, self.clock.monotonic_ms(), fut, on_answer)
-        if self.state.peer_size == 1:
+        if self._alone:
             self.store.update_committed_index(index)
             self._on_committed()
             self._answer(term, p, DLedgerResponseCode.SUCCESS)
@@ -359,39 +363,48 @@ class EntryDispatcher:
         if not self._check_and_fresh_state() or self.type is not PushType.APPEND:
             return
         now = self._now()
+        cfg, term = self.p.config, self.term
+        max_pending, max_batch = cfg.max_pending_size, cfg.max_batch_push_size
         while True:
-            if self.write_index > store.ledger_end_index:
+            index = self.write_index
+            end = store.ledger_end_index
+            if index > end:
                 if batch and self.batch:
                     self._send_batch()
                 self._do_commit()
                 self._check_append_response()
                 return
-            if (
-                len(self.pending) >= self.p.config.max_pending_size
-                or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
-            ):
-                mark = self.p.get_peer_water_mark(self.term, self.peer)
-                for k in [k for k, (_, n) in self.pending.items() if k + n - 1 <= mark]:
-                    del self.pending[k]
-                self.last_check_leak_ms = now
-            if len(self.pending) >= self.p.config.max_pending_size:
-                self._check_append_response()
+            if not self._room(now):
                 return
-            if now < self.quota_resume_ms:
-                return
-            index = self.write_index
-            pos, size, fragment = fragments.get(self.term, index)
-            self._check_quota(index, pos, size)
+            pos, size, fragment = fragments.get(term, index)
+            if end - index > max_pending:  # _check_quota's first test, inline: per entry
+                self._check_quota(index, pos, size)
             if batch:
                 if not self.batch:
                     self.batch_first = index
                 self.batch.append(fragment)
                 self.batch_size += size
-                if self.batch_size >= self.p.config.max_batch_push_size:
+                if self.batch_size >= max_batch:
                     self._send_batch()
             else:
                 self._send(index, [fragment], 0, batch=False)
-            self.write_index += 1
+            self.write_index = index + 1
+
+    def _room(self, now: int) -> bool:
+        """Whether another entry may be pushed now: fewer than ``maxPendingSize`` pushes
+        unanswered (those the watermark covers are forgotten first, and at least every
+        second) and no push quota pause."""
+        pending = self.pending
+        max_pending = self.p.config.max_pending_size
+        if len(pending) >= max_pending or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS:
+            mark = self.p.get_peer_water_mark(self.term, self.peer)
+            for k in [k for k, (_, n) in pending.items() if k + n - 1 <= mark]:
+                del pending[k]
+            self.last_check_leak_ms = now
+        if len(pending) >= max_pending:
+            self._check_append_response()
+            return False
+        return now >= self.quota_resume_ms
 
     def _check_quota(self, index: int, pos: int, size: int) -> None:
         """``checkQuotaAndWait``: a follower more than ``maxPendingSize`` entries and
