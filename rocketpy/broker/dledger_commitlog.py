@@ -81,12 +81,11 @@ class _Answers:
     PUT_OK, else the first entry's failure. Answers may come before :meth:`expect` (a group
     of one answers during the append)."""
 
-    __slots__ = ("codes", "count", "future", "left", "result")
+    __slots__ = ("codes", "future", "left", "result")
 
     def __init__(self, future: asyncio.Future[PutResult]) -> None:
         self.future = future
         self.result: PutResult | None = None
-        self.count = 0
         self.left = 0  # answers still missing once expect() told how many (negative before)
         self.codes: dict[int, int] = {}  # entry -> code, only the failures
 
@@ -307,6 +306,9 @@ class DLedgerCommitLog(CommitLog):
                     return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
                 break
             headers.append(header)
+            # scanned=True: what the checkpoint's physicMsgTimestamp follows. Every record
+            # the DLedger reput dispatches is committed, and flushed by the member within
+            # flushFileInterval, hinted or parsed back alike.
             if hints is not None:
                 text = items[i][2]
                 hints.append(DispatchRequest(
