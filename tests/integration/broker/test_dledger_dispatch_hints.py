@@ -21,10 +21,10 @@ from rocketpy.store.commit_log.put_types import (
     PutMessageStatus,
     PutResult,
 )
-from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import scan_record
 from rocketpy.store.dispatch import DispatchRequest
 from tests.helpers.dledger_brokers import free_ports
+from tests.helpers.dledger_store import leading, one_member_config
 
 pytestmark = pytest.mark.integration
 
@@ -86,52 +86,40 @@ async def test_dledger_hints_match_the_records_and_are_dropped_on_role_change(
     4. Put again (every queue exists now). Expected: the dispatcher is handed the very hint
     objects the appends left, in order."""
     (port,) = free_ports(1)
-    cfg = MessageStoreConfig.build({
-        "storePathRootDir": str(tmp_path / "store"), "mappedFileSizeCommitLog": 64 * 1024,
-        "enableDLegerCommitLog": True, "dLegerGroup": "broker-a",
-        "dLegerPeers": f"n0-127.0.0.1:{port}", "dLegerSelfId": "n0",
-    })  # fmt: skip
+    cfg = one_member_config(tmp_path / "store", port)
     member = DLedgerMember(member_config(cfg, BrokerConfig(brokerName="broker-a")))
     store = DLedgerMessageStore(cfg, member)
     recorder = Recorder()
     store.reput.register(recorder)
-    async with asyncio.timeout(30):
-        await store.lock()
-        await member.start()
-        await store.start()
-        try:
-            await wait_until(lambda: member.role is Role.LEADER, 10)
-            futures = _puts(store, 0)
-            hints = list(store.commit_log.dispatch_hints)
-            assert len(hints) == 5
-            for hint in hints:
-                assert _parsed(store, hint) == hint
-            assert [h.consume_queue_offset for h in hints] == [0, 0, 1, 2, 0]
-            results = await asyncio.gather(*futures)
-            assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 3
-            await wait_until(lambda: len(recorder.seen) == 5, 5)
-            # (A record taken ahead while its queue's first unit was written off the loop is
-            # parsed again: equal either way.)
-            assert recorder.seen == hints
-            assert not store.commit_log.dispatch_hints
+    async with leading(store):
+        futures = _puts(store, 0)
+        hints = list(store.commit_log.dispatch_hints)
+        assert len(hints) == 5
+        for hint in hints:
+            assert _parsed(store, hint) == hint
+        assert [h.consume_queue_offset for h in hints] == [0, 0, 1, 2, 0]
+        results = await asyncio.gather(*futures)
+        assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 3
+        await wait_until(lambda: len(recorder.seen) == 5, 5)
+        # (A record taken ahead while its queue's first unit was written off the loop is
+        # parsed again: equal either way.)
+        assert recorder.seen == hints
+        assert not store.commit_log.dispatch_hints
 
-            futures = _puts(store, 1)
-            assert len(store.commit_log.dispatch_hints) == 5
-            member.elector.change_role_to_candidate(member.term + 1)
-            assert not store.commit_log.dispatch_hints
-            await wait_until(lambda: member.role is Role.LEADER, 10)
-            await asyncio.gather(*futures)
-            await wait_until(lambda: len(recorder.seen) == 10, 5)
-            for req in recorder.seen[5:]:
-                assert _parsed(store, req) == req
-            assert store.max_offset_in_queue("T", 1) == 6
+        futures = _puts(store, 1)
+        assert len(store.commit_log.dispatch_hints) == 5
+        member.elector.change_role_to_candidate(member.term + 1)
+        assert not store.commit_log.dispatch_hints
+        await wait_until(lambda: member.role is Role.LEADER, 10)
+        await asyncio.gather(*futures)
+        await wait_until(lambda: len(recorder.seen) == 10, 5)
+        for req in recorder.seen[5:]:
+            assert _parsed(store, req) == req
+        assert store.max_offset_in_queue("T", 1) == 6
 
-            _puts(store, 2)
-            hints = list(store.commit_log.dispatch_hints)
-            assert len(hints) == 5
-            await wait_until(lambda: len(recorder.seen) == 15, 5)
-            assert all(a is b for a, b in zip(recorder.seen[10:], hints, strict=True))
-            assert not store.commit_log.dispatch_hints
-        finally:
-            await store.stop()
-            await member.shutdown()
+        _puts(store, 2)
+        hints = list(store.commit_log.dispatch_hints)
+        assert len(hints) == 5
+        await wait_until(lambda: len(recorder.seen) == 15, 5)
+        assert all(a is b for a, b in zip(recorder.seen[10:], hints, strict=True))
+        assert not store.commit_log.dispatch_hints
