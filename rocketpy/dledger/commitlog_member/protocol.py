@@ -439,10 +439,7 @@ def entry_from_json(doc: Any) -> DLedgerEntry:
                     raise CodecError(f"body is not base64: {e}", field="body") from e
                 if size != BODY_OFFSET + len(body):
                     raise CodecError(f"entry size {size} != 48 + body {len(body)}", field="size")
-                return DLedgerEntry(
-                    index=index, term=term, pos=pos, body=body, magic=magic, channel=channel,
-                    chain_crc=chain_crc, body_crc=body_crc,
-                )  # fmt: skip
+                return DLedgerEntry(index, term, pos, body, magic, channel, chain_crc, body_crc)
     return _entry_from_json_checked(doc)
 
 
