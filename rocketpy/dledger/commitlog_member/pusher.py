@@ -1,6 +1,7 @@
 """The leader's side of DLedger 0.3.1.2's ``DLedgerEntryPusher`` (dledger-commitlog.md section 2.3).
 
-Owns: the per-term peer watermarks, the pending append futures, one :class:`EntryDispatcher` per
+Owns: the per-term peer watermarks, the pending appends (each answered through its future or,
+for a broker's send, a callback), one :class:`EntryDispatcher` per
 follower (COMPARE -> TRUNCATE -> APPEND, pipelined up to ``maxPendingSize`` pushes, resend from
 watermark + 1 after ``maxPushTimeOutMs``, bare COMMIT pushes after 1 s idle, optional batch
 push) and the :class:`QuorumAckChecker` (committed index = median of the sorted watermarks,
