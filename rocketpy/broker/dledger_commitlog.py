@@ -25,7 +25,7 @@ import structlog
 
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
-from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
     BORNHOST_V6_FLAG,
     MAGIC_V1,
@@ -36,13 +36,10 @@ from rocketpy.common.message.record import (
     pack_address,
     record_struct,
 )
-from rocketpy.dledger.commitlog_member.member import (
-    DLedgerAppendError,
-    DLedgerMember,
-    PendingEntry,
-)
-from rocketpy.dledger.commitlog_member.protocol import AppendEntryResponse, DLedgerResponseCode
-from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
+from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedgerMember
+from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
+from rocketpy.dledger.commitlog_member.state import Role
+from rocketpy.store.commit_log.commit_log import MAX_DISPATCH_HINTS, CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -54,7 +51,7 @@ from rocketpy.store.commit_log.put_types import (
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import ReputService, scan_record
 from rocketpy.store.dispatch import DispatchRequest
-from rocketpy.store.dledger_log.entry import BODY_OFFSET, check_entry_size
+from rocketpy.store.dledger_log.entry import BODY_OFFSET, EntryHeader, check_entry_size
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +73,50 @@ def answer_status(code: int) -> PutMessageStatus:
     """The put status of a DLedger append answer (anything unlisted: UNKNOWN_ERROR, the
     outcome is indeterminate)."""
     return _ANSWERS.get(code, PutMessageStatus.UNKNOWN_ERROR)
+
+
+class _Answers:
+    """The quorum's answers to one send's entries (``appendAsLeader``'s futures, joined):
+    ``future`` gets the send's :class:`PutResult` once every appended entry is answered --
+    PUT_OK, else the first entry's failure. Answers may come before :meth:`expect` (a group
+    of one answers during the append)."""
+
+    __slots__ = ("codes", "future", "left", "result")
+
+    def __init__(self, future: asyncio.Future[PutResult]) -> None:
+        self.future = future
+        self.result: PutResult | None = None
+        self.left = 0  # answers still missing once expect() told how many (negative before)
+        self.codes: dict[int, int] = {}  # entry -> code, only the failures
+
+    def answered_first(self, code: int) -> None:
+        """The answer to the only (first) entry."""
+        self.at(0, code)
+
+    def at(self, i: int, code: int) -> None:
+        """The answer to entry ``i``."""
+        if code != DLedgerResponseCode.SUCCESS:
+            self.codes[i] = code
+        self.left -= 1
+        self._settle()
+
+    def expect(self, result: PutResult, count: int) -> None:
+        """``count`` entries were appended; ``result`` is what the send reports if all
+        commit."""
+        self.result = result
+        self.left += count
+        self._settle()
+
+    def _settle(self) -> None:
+        result = self.result
+        if result is None or self.left or self.future.done():
+            return
+        if self.codes:
+            first = min(self.codes)
+            result.status = answer_status(self.codes[first])
+            log.warning("dledger append not committed", status=result.status.value,
+                        first_entry=first, entries=len(self.codes))  # fmt: skip
+        self.future.set_result(result)
 
 
 class DLedgerCommitLog(CommitLog):
@@ -107,6 +148,14 @@ class DLedgerCommitLog(CommitLog):
         self.member = member
         self.mfq = member.store.data.queue
         self._dispatched_timestamp = 0
+        # Hints describe what this member appended as leader; once it stops leading, its
+        # uncommitted tail may be truncated and replaced by another leader's entries.
+        member.add_role_change_handler(self._role_changed)
+
+    def _role_changed(self, term: int, role: Role) -> None:
+        del term
+        if role is not Role.LEADER:
+            self.dispatch_hints.clear()
 
     # -- positions -------------------------------------------------------------------------
 
@@ -203,43 +252,18 @@ class DLedgerCommitLog(CommitLog):
     ) -> PutResult | asyncio.Future[PutResult]:
         """Append ``what`` (one entry per message) now; the refusal, or the future of the
         result once the quorum answered every entry (PUT_OK, else the first entry's failure).
-        No coroutine and no timer: the member answers every append within
-        ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown (500)."""
+        No coroutine, no timer and no future per entry: the member answers every append
+        within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown (500)."""
         if not self.writable or self.disk_full:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        first = self._append(what)
-        if isinstance(first, PutResult):
-            return first
-        result, pending = first
-        settled: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
-        statuses: list[PutMessageStatus | None] = [None] * len(pending)
-        left = len(pending)
+        answers = _Answers(asyncio.get_running_loop().create_future())
+        refused = self._append(what, answers)
+        return refused if refused is not None else answers.future
 
-        def answered(i: int, done: asyncio.Future[AppendEntryResponse]) -> None:
-            nonlocal left
-            if done.cancelled() or done.exception() is not None:
-                statuses[i] = PutMessageStatus.UNKNOWN_ERROR
-            else:
-                statuses[i] = answer_status(done.result().code)
-            left -= 1
-            if left or settled.done():
-                return
-            failed = next((st for st in statuses if st is not PutMessageStatus.PUT_OK), None)
-            if failed is not None:
-                log.warning("dledger append not committed", status=failed.value,
-                            first_index=pending[0].index, entries=len(pending))  # fmt: skip
-                result.status = failed
-            settled.set_result(result)
-
-        for i, entry in enumerate(pending):
-            entry.future.add_done_callback(functools.partial(answered, i))
-        return settled
-
-    def _append(
-        self, what: MessageToStore | MessageBatch
-    ) -> PutResult | tuple[PutResult, list[PendingEntry]]:
+    def _append(self, what: MessageToStore | MessageBatch, answers: _Answers) -> PutResult | None:
         """Encode, take queue offsets and append every entry, with no await in between (the
-        loop is the only writer): a refusal of the first entry gives the offsets back."""
+        loop is the only writer): a refusal of the first entry gives the offsets back. Each
+        appended record leaves its dispatch hint, so the reput need not parse it back."""
         if isinstance(what, MessageBatch):
             if not what.items or not batch_fields_fit(what):
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -261,31 +285,44 @@ class DLedgerCommitLog(CommitLog):
                 return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
             records.append(self._encode(what, flag, body, props, prepared, now))
         sys_flag = what.sys_flag
-        key = queue_key(what.topic, what.queue_id)
+        topic, queue_id = what.topic, what.queue_id
         step = 0 if is_prepared_or_rollback(sys_flag) else 1
-        first_queue_offset = self._take_queue_offsets(
-            what.topic, what.queue_id, sys_flag, len(records)
-        )
-        pending: list[PendingEntry] = []
+        first_queue_offset = self._take_queue_offsets(topic, queue_id, sys_flag, len(records))
+        headers: list[EntryHeader] = []
         queue_offset = first_queue_offset
-        for rec in records:
+        hints = self.dispatch_hints if len(self.dispatch_hints) < MAX_DISPATCH_HINTS else None
+        single = len(records) == 1
+        for i, rec in enumerate(records):
             try:
-                entry = self.member.append_nowait(rec, queue_offset=queue_offset if step else None)
+                header = self.member.append_then(
+                    rec, answers.answered_first if single else functools.partial(answers.at, i),
+                    queue_offset=queue_offset if step else None,
+                )  # fmt: skip
             except DLedgerAppendError as e:
                 if step:  # the offsets of entries not appended are not used
-                    self.topic_queue_table[key] = queue_offset
-                if not pending:
-                    log.info("dledger append refused", code=e.code, topic=what.topic)
+                    self.topic_queue_table[queue_key(topic, queue_id)] = queue_offset
+                if not headers:
+                    log.info("dledger append refused", code=e.code, topic=topic)
                     return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
                 break
-            pending.append(entry)
+            headers.append(header)
+            # scanned=True: what the checkpoint's physicMsgTimestamp follows. Every record
+            # the DLedger reput dispatches is committed, and flushed by the member within
+            # flushFileInterval, hinted or parsed back alike.
+            if hints is not None:
+                text = items[i][2]
+                hints.append(DispatchRequest(
+                    topic, queue_id, header.pos + BODY_OFFSET, len(rec), tags_code_of(text), now,
+                    queue_offset * step, text, sys_flag, prepared, scanned=True,
+                ))  # fmt: skip
             queue_offset += step
         self.last_store_timestamp = now
         self._on_append()
-        return self._result(pending, records, first_queue_offset, now), pending
+        answers.expect(self._result(headers, records, first_queue_offset, now), len(headers))
+        return None
 
     def _result(
-        self, pending: list[PendingEntry], records: list[bytearray], queue_offset: int, now: int
+        self, pending: list[EntryHeader], records: list[bytearray], queue_offset: int, now: int
     ) -> PutResult:
         """What the send reports once ``pending`` (the first entries of ``records``) are
         appended: OS_PAGE_CACHE_BUSY when the member refused the rest."""
@@ -326,10 +363,29 @@ class DLedgerCommitLog(CommitLog):
 
 
 class DLedgerReput(ReputService):
-    """The reput over DLedger data files: positions are entry positions; each step parses the
-    record at entry pos + 48 and moves to the next entry (``DLedgerCommitLog``'s
-    ``checkMessageAndReturnSize``), rolling to the next file at a blank tail. The bound is the
-    committed position; a position below the first data file moves to it."""
+    """The reput over DLedger data files: positions are entry positions; each step takes the
+    record at entry pos + 48 -- the leader's dispatch hint for it, else parsed back
+    (``DLedgerCommitLog``'s ``checkMessageAndReturnSize``) -- and moves to the next entry,
+    rolling to the next file at a blank tail. The bound is the committed position; a position
+    below the first data file moves to it."""
+
+    def _take(self, offset: int, bound: int) -> DispatchRequest | None:
+        """The hint of the record of the entry at ``offset`` (a hint's offset is the record's,
+        entry pos + 48), else :meth:`_take_scanned`; hints of entries before ``offset`` are
+        stale and dropped."""
+        hints = self.hints
+        record = offset + BODY_OFFSET
+        while hints:
+            hint = hints[0]
+            if hint.commit_log_offset == record:
+                if record + hint.msg_size > bound:  # whole committed entries only
+                    return None
+                hints.popleft()
+                return hint
+            if hint.commit_log_offset > record:
+                break
+            hints.popleft()
+        return self._take_scanned(offset, bound)
 
     def _take_scanned(self, offset: int, bound: int) -> DispatchRequest | None:
         files = self.mfq.files

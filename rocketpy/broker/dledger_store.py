@@ -124,6 +124,7 @@ class DLedgerMessageStore(MessageStore):
             self.commit_log.mfq,
             self.commit_log.confirm_offset,
             on_arrival=on_arrival,
+            hints=self.commit_log.dispatch_hints,
             put_run=self._put_cq_run,
         )
 

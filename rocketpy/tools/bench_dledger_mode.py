@@ -46,6 +46,7 @@ class Measured:
     result: Result
     broker_cpu_us: float  # every broker process of the phase together
     leader_cpu_us: float  # the master (leader) alone
+    per_broker_us: dict[str, float]  # each broker process, by name
 
 
 async def measure(
@@ -59,8 +60,12 @@ async def measure(
                              label=label)  # fmt: skip
     spent = {name: bench_ha._cpu_s(child) - before[name] for name, child in brokers.items()}
     sent = max(res.messages or res.requests, 1)
-    got = Measured(res, sum(spent.values()) * 1e6 / sent, spent[leader] * 1e6 / sent)
+    per = {name: cpu * 1e6 / sent for name, cpu in spent.items()}
+    got = Measured(res, sum(per.values()), per[leader], per)
     line(got, args.size)
+    print("    CPU us/msg by process: " + ", ".join(
+        f"{name}{' (master)' if name == leader else ''} {us:.1f}" for name, us in per.items()),
+        flush=True)  # fmt: skip
     return got
 
 
@@ -203,6 +208,13 @@ def summary(
 async def _main(args: argparse.Namespace, work: Path) -> None:
     for sub in ("single", "controller", "dledger-off", "dledger-on"):
         (work / sub).mkdir(parents=True, exist_ok=True)
+    if args.dledger_only:
+        off = await dledger_group(args, work / "dledger-off", batch=False)
+        on = await dledger_group(args, work / "dledger-on", batch=True)
+        off_rate, on_rate = _mean(off), _mean(on)
+        print(f"\n  batch / single push: {on_rate / off_rate if off_rate else 0.0:.2f}x "
+              f"(means {on_rate:,.0f} / {off_rate:,.0f} msg/s)", flush=True)  # fmt: skip
+        return
     single = await single_master(args, work / "single")
     controller = await controller_set(args, work / "controller")
     off = await dledger_group(args, work / "dledger-off", batch=False)
@@ -223,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--dir", type=Path, default=None, help="keep the data here")
     parser.add_argument("--quick", action="store_true", help="1 s runs, 1 per DLedger phase")
+    parser.add_argument(
+        "--dledger-only", action="store_true",
+        help="only phases (c) and (d) and their ratio (for profiling the DLedger group)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
         args.duration, args.runs = 1.0, 1

@@ -6,7 +6,8 @@ Owns: start-up (log recovery, ``currterm``), the peer port, the checks every han
 LEADERSHIP_TRANSFER answers, the transferee's catch-up wait (section 3.3, the Xiaomi
 refinement), the preferred-leader check every second, flushing every ``flushFileInterval``,
 the ``checkpoint`` every ``checkPointInterval``, retention (:mod:`.clean_space`), and the API a
-broker calls: :meth:`append` / :meth:`append_nowait` (index, pos; resolved after a quorum),
+broker calls: :meth:`append` / :meth:`append_nowait` / :meth:`append_then` (index, pos;
+answered after a quorum),
 committed-position listeners, role-change handlers, :meth:`wait_leader_ready` (section 3.4's
 first-write wait) and :meth:`shutdown`. Mirrors ``io.openmessaging.storage.dledger.DLedgerServer``.
 Must not: know RocketMQ messages beyond passing record bodies to the log (which patches
@@ -49,10 +50,11 @@ from rocketpy.dledger.commitlog_member.protocol import (
     VoteResult,
     code_name,
 )
-from rocketpy.dledger.commitlog_member.pusher import LeaderPusher
+from rocketpy.dledger.commitlog_member.pusher import AnswerCallback, LeaderPusher
 from rocketpy.dledger.commitlog_member.rpc import PeerRpc
 from rocketpy.dledger.commitlog_member.state import MemberState, Role
 from rocketpy.store.cleanup import DiskUsage, disk_used_ratio
+from rocketpy.store.dledger_log.entry import EntryHeader
 from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreConfig, DLedgerStoreError
 
 log = structlog.get_logger(__name__)
@@ -208,6 +210,26 @@ class DLedgerMember:
             DLedgerAppendError: NOT_LEADER, LEADER_TRANSFERRING, LEADER_PENDING_FULL or
                 DISK_FULL/DISK_ERROR (nothing appended).
         """
+        header = self._append_local(body, queue_offset, patch)
+        return PendingEntry(header.index, header.pos, self.pusher.wait_ack(header))
+
+    def append_then(
+        self, body: bytes | bytearray, on_answer: AnswerCallback, *, queue_offset: int | None
+    ) -> EntryHeader:
+        """:meth:`append_nowait` of a message record with no future: ``on_answer(code)`` is
+        called once with the quorum's answer (200, 502, 501, 500), from the ack checker (a
+        broker's send: one future less per message). Returns the entry's header.
+
+        Raises:
+            DLedgerAppendError: as :meth:`append_nowait`; ``on_answer`` is then never called.
+        """
+        header = self._append_local(body, queue_offset, True)
+        self.pusher.wait_ack_then(header, on_answer)
+        return header
+
+    def _append_local(
+        self, body: bytes | bytearray, queue_offset: int | None, patch: bool
+    ) -> EntryHeader:
         st = self.state
         if not st.is_leader:
             raise DLedgerAppendError(DLedgerResponseCode.NOT_LEADER, f"leader={st.leader_id}")
@@ -217,11 +239,10 @@ class DLedgerMember:
         if self.pusher.is_pending_full(term):
             raise DLedgerAppendError(DLedgerResponseCode.LEADER_PENDING_FULL)
         try:
-            header = self.store.append_as_leader(body, term, queue_offset=queue_offset, patch=patch)
+            return self.store.append_as_leader(body, term, queue_offset=queue_offset, patch=patch)
         except DLedgerStoreError as e:
             code = DLedgerResponseCode.DISK_FULL if e.code == "DISK_FULL" else None
             raise DLedgerAppendError(code or DLedgerResponseCode.DISK_ERROR, str(e)) from e
-        return PendingEntry(header.index, header.pos, self.pusher.wait_ack(header))
 
     async def append(
         self, body: bytes, *, timeout_s: float | None = None, patch: bool = True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, IntEnum
@@ -28,7 +29,7 @@ import orjson
 
 from rocketpy.common.errors import CodecError
 from rocketpy.common.fastjson import Bean, dumps
-from rocketpy.store.dledger_log.entry import DLedgerEntry
+from rocketpy.store.dledger_log.entry import BODY_OFFSET, DLedgerEntry
 
 SUCCESS_CODE: Final = 200
 
@@ -407,12 +408,42 @@ def _bytes(doc: Mapping[str, Any], key: str) -> bytes | None:
         raise CodecError(f"{key} is not base64: {e}", field=key) from e
 
 
+#: The fields of an entry a leader always writes (fastjson's getters), read in one step.
+_ENTRY_FIELDS: Final = operator.itemgetter(
+    "body", "index", "term", "pos", "magic", "channel", "chainCrc", "bodyCrc", "size"
+)
+
+
 def entry_from_json(doc: Any) -> DLedgerEntry:
     """A ``DLedgerEntry`` from its JSON object; ``size`` must agree with the body.
 
     Raises:
         CodecError: not an object, a field of the wrong type, or a size mismatch.
     """
+    # Every entry of a push comes here (a batch push carries dozens): when all nine fields
+    # are there with the right types, one lookup and one type test each; anything else (a
+    # field left out, a null, a wrong type) takes the checked path below, which says what.
+    if type(doc) is dict:
+        try:
+            b64, index, term, pos, magic, channel, chain_crc, body_crc, size = _ENTRY_FIELDS(doc)
+        except KeyError:
+            pass
+        else:
+            if type(b64) is str and (
+                type(index) is type(term) is type(pos) is type(magic) is type(channel)
+                is type(chain_crc) is type(body_crc) is type(size) is int
+            ):  # fmt: skip
+                try:
+                    body = binascii.a2b_base64(b64, strict_mode=True)
+                except binascii.Error as e:
+                    raise CodecError(f"body is not base64: {e}", field="body") from e
+                if size != BODY_OFFSET + len(body):
+                    raise CodecError(f"entry size {size} != 48 + body {len(body)}", field="size")
+                return DLedgerEntry(index, term, pos, body, magic, channel, chain_crc, body_crc)
+    return _entry_from_json_checked(doc)
+
+
+def _entry_from_json_checked(doc: Any) -> DLedgerEntry:
     if not isinstance(doc, dict):
         raise CodecError("entry is not a JSON object", field="entry")
     body = _bytes(doc, "body") or b""

@@ -14,8 +14,7 @@ Must not: decide what to push (:mod:`.pusher`) or decode anything (:mod:`.protoc
 
 from __future__ import annotations
 
-import base64
-from collections import OrderedDict
+import binascii
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,9 +31,14 @@ MAX_CACHED_FRAGMENTS: Final = 16384
 def entry_fragment(entry: DLedgerEntry) -> str:
     """``entry`` as fastjson writes a ``DLedgerEntry`` (getters sorted, body in base64)."""
     return _fragment(
-        base64.b64encode(entry.body).decode("ascii"), entry.index, entry.term, entry.pos,
-        entry.size, entry.magic, entry.channel, entry.chain_crc, entry.body_crc,
+        _b64(entry.body), entry.index, entry.term, entry.pos, entry.size, entry.magic,
+        entry.channel, entry.chain_crc, entry.body_crc,
     )  # fmt: skip
+
+
+def _b64(data: bytes) -> str:
+    """Standard base64 with padding, what ``base64.b64encode`` writes, in one step fewer."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _fragment(  # noqa: PLR0917 - the entry's nine fields, positional for speed
@@ -93,26 +97,21 @@ class PushFragments:
         self._store = store
         self._capacity = capacity
         self._term = -1
-        #: index -> (pos, size, fragment), oldest first (a plain dict's first key gets slow
-        #: to find after many deletions at the front).
-        self._by_index: OrderedDict[int, tuple[int, int, str]] = OrderedDict()
-
-    def _office(self, term: int) -> OrderedDict[int, tuple[int, int, str]]:
-        if term != self._term:
-            self._term = term
-            self._by_index = OrderedDict()
-        return self._by_index
+        #: index -> (pos, size, fragment). A leader appends contiguous indexes within its
+        #: term, so the entry ``capacity`` below each new one is the one to drop (a plain
+        #: dict, and no search for its oldest key).
+        self._by_index: dict[int, tuple[int, int, str]] = {}
 
     def appended(self, office_term: int, index: int, term: int, pos: int, size: int) -> None:
         """Encode the entry just written at ``index`` (``pos``, ``size``) in ``office_term``."""
-        cache = self._office(office_term)
+        if office_term != self._term:
+            self._term, self._by_index = office_term, {}
         raw = self._store.data.read(pos + BODY_OFFSET, size - BODY_OFFSET)
         if raw is None:
             return
-        cache[index] = (pos, size, _fragment(base64.b64encode(raw).decode("ascii"), index,
-                                             term, pos, size))  # fmt: skip
-        if len(cache) > self._capacity:
-            cache.popitem(last=False)
+        cache = self._by_index
+        cache[index] = (pos, size, _fragment(_b64(raw), index, term, pos, size))
+        cache.pop(index - self._capacity, None)
 
     def get(self, office_term: int, index: int) -> tuple[int, int, str]:
         """(pos, size, fragment) of entry ``index``.
@@ -120,9 +119,11 @@ class PushFragments:
         Raises:
             DLedgerStoreError: the log has no such entry.
         """
-        cache = self._office(office_term)
-        hit = cache.get(index)
-        if hit is not None:
-            return hit
+        if office_term == self._term:
+            hit = self._by_index.get(index)
+            if hit is not None:
+                return hit
+        else:
+            self._term, self._by_index = office_term, {}
         entry = self._store.get(index)
         return entry.pos, entry.size, entry_fragment(entry)

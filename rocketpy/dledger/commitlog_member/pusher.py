@@ -1,6 +1,7 @@
 """The leader's side of DLedger 0.3.1.2's ``DLedgerEntryPusher`` (dledger-commitlog.md section 2.3).
 
-Owns: the per-term peer watermarks, the pending append futures, one :class:`EntryDispatcher` per
+Owns: the per-term peer watermarks, the pending appends (each answered through its future or,
+for a broker's send, a callback), one :class:`EntryDispatcher` per
 follower (COMPARE -> TRUNCATE -> APPEND, pipelined up to ``maxPendingSize`` pushes, resend from
 watermark + 1 after ``maxPushTimeOutMs``, bare COMMIT pushes after 1 s idle, optional batch
 push) and the :class:`QuorumAckChecker` (committed index = median of the sorted watermarks,
@@ -48,14 +49,20 @@ COMMIT_PUSH_INTERVAL_MS = 1000
 LEAK_CHECK_INTERVAL_MS = 1000
 
 
+#: Told the answer's code (200, 502, 501, 500) in place of a future (a broker's send).
+AnswerCallback = Callable[[int], None]
+
+
 @dataclass(slots=True)
 class PendingAppend:
-    """``AppendFuture``: an entry waiting for its quorum."""
+    """``AppendFuture``: an entry waiting for its quorum, answered through ``future`` or,
+    with no future made, ``on_answer``."""
 
     index: int
     pos: int
     created_ms: int
-    future: asyncio.Future[AppendEntryResponse]
+    future: asyncio.Future[AppendEntryResponse] | None
+    on_answer: AnswerCallback | None = None
 
 
 class LeaderPusher:
@@ -85,6 +92,8 @@ class LeaderPusher:
             peer: EntryDispatcher(self, peer) for peer in state.peer_map if peer != state.self_id
         }
         self._tasks = TaskSet(f"dledger-{state.self_id}/pusher")
+        self._self_id = state.self_id
+        self._alone = state.peer_size == 1  # the peers are fixed for a member's life
         self._last_quorum_index = -1
         self._checker_term = -1
         self._last_check_leak_ms = 0
@@ -100,10 +109,7 @@ class LeaderPusher:
         # cancellation a caller could take for its own.
         for term, pending in self.pending_by_term.items():
             for p in pending.values():
-                if not p.future.done():
-                    p.future.set_result(
-                        self._fail(term, p.index, DLedgerResponseCode.INTERNAL_ERROR)
-                    )
+                self._answer(term, p, DLedgerResponseCode.INTERNAL_ERROR)
         self.pending_by_term.clear()
 
     def wakeup_dispatchers(self) -> None:
@@ -132,20 +138,46 @@ class LeaderPusher:
 
     def wait_ack(self, header: EntryHeader) -> asyncio.Future[AppendEntryResponse]:
         """``waitAck``: a future completed once a quorum holds ``header``'s entry."""
-        self.update_peer_water_mark(header.term, self.state.self_id, header.index)
         fut: asyncio.Future[AppendEntryResponse] = asyncio.get_running_loop().create_future()
-        if self.state.peer_size == 1:
-            fut.set_result(self._ok(header.term, header.index, header.pos))
-            self.store.update_committed_index(header.index)
-            self._on_committed()
-            return fut
-        pending = self.pending_by_term.setdefault(header.term, {})
-        pending[header.index] = PendingAppend(
-            header.index, header.pos, self.clock.monotonic_ms(), fut
-        )
-        self.fragments.appended(header.term, header.index, header.term, header.pos, header.size)
-        self.wakeup_dispatchers()
+        self._wait(header, fut, None)
         return fut
+
+    def wait_ack_then(self, header: EntryHeader, on_answer: AnswerCallback) -> None:
+        """:meth:`wait_ack` with no future: ``on_answer(code)`` is called once, from the ack
+        checker (at once in a group of one)."""
+        self._wait(header, None, on_answer)
+
+    def _wait(
+        self,
+        header: EntryHeader,
+        fut: asyncio.Future[AppendEntryResponse] | None,
+        on_answer: AnswerCallback | None,
+    ) -> None:
+        term, index = header.term, header.index
+        # updatePeerWaterMark(term, self, index): the leader's own entries only grow.
+        marks = self.peer_water_marks_by_term.get(term) or self._water_marks(term)
+        marks[self._self_id] = max(marks[self._self_id], index)
+        p = PendingAppend(index, header.pos, self.clock.monotonic_ms(), fut, on_answer)
+        if self._alone:
+            self.store.update_committed_index(index)
+            self._on_committed()
+            self._answer(term, p, DLedgerResponseCode.SUCCESS)
+            return
+        self.pending_by_term.setdefault(term, {})[index] = p
+        self.fragments.appended(term, index, term, header.pos, header.size)
+        self.wakeup_dispatchers()
+
+    def _answer(self, term: int, p: PendingAppend, code: int) -> None:
+        """Answer ``p`` (taken out of the pending table by the caller) with ``code``, once."""
+        on_answer, fut = p.on_answer, p.future
+        if on_answer is not None:
+            p.on_answer = None
+            on_answer(code)
+        elif fut is not None and not fut.done():
+            if code == DLedgerResponseCode.SUCCESS:
+                fut.set_result(self._ok(term, p.index, p.pos))
+            else:
+                fut.set_result(self._fail(term, p.index, code))
 
     def _ok(self, term: int, index: int, pos: int) -> AppendEntryResponse:
         return AppendEntryResponse(
@@ -181,21 +213,16 @@ class LeaderPusher:
                 for i, p in pending.items()
                 if now - p.created_ms > self.config.max_wait_ack_time_ms
             ]:
-                p = pending.pop(index)
-                if not p.future.done():
-                    p.future.set_result(
-                        self._fail(term, index, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                    )
+                self._answer(term, pending.pop(index), DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
 
-    def _check_quorum(self) -> None:  # noqa: C901, PLR0912 - upstream's one loop body
+    def _check_quorum(self) -> None:  # noqa: C901 - upstream's one loop body
         term = self.state.curr_term
         if term != self._checker_term:
             # A new office: its quorum index starts again from the watermarks of this term.
             self._checker_term, self._last_quorum_index = term, -1
         for old in [t for t in self.pending_by_term if t != term]:
             for p in self.pending_by_term.pop(old).values():
-                if not p.future.done():
-                    p.future.set_result(self._fail(old, p.index, DLedgerResponseCode.TERM_CHANGED))
+                self._answer(old, p, DLedgerResponseCode.TERM_CHANGED)
         for old in [t for t in self.peer_water_marks_by_term if t != term]:
             del self.peer_water_marks_by_term[old]
         marks = self._water_marks(term)
@@ -215,8 +242,7 @@ class LeaderPusher:
             if acked is None:
                 need_check = True
                 break
-            if not acked.future.done():
-                acked.future.set_result(self._ok(term, i, acked.pos))
+            self._answer(term, acked, DLedgerResponseCode.SUCCESS)
             ack += 1
             i -= 1
         if ack == 0:
@@ -226,10 +252,7 @@ class LeaderPusher:
                 if late is None or now - late.created_ms <= self.config.max_wait_ack_time_ms:
                     break
                 del pending[i]
-                if not late.future.done():
-                    late.future.set_result(
-                        self._fail(term, i, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                    )
+                self._answer(term, late, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
                 i += 1
         if now - self._last_check_leak_ms > LEAK_CHECK_INTERVAL_MS or need_check:
             self.update_peer_water_mark(term, self.state.self_id, self.store.ledger_end_index)
@@ -237,14 +260,10 @@ class LeaderPusher:
                 p = pending[index]
                 if index < quorum_index:
                     del pending[index]
-                    if not p.future.done():
-                        p.future.set_result(self._ok(term, index, p.pos))
+                    self._answer(term, p, DLedgerResponseCode.SUCCESS)
                 elif now - p.created_ms > self.config.max_wait_ack_time_ms:
                     del pending[index]
-                    if not p.future.done():
-                        p.future.set_result(
-                            self._fail(term, index, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
-                        )
+                    self._answer(term, p, DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
             self._last_check_leak_ms = now
         self._last_quorum_index = quorum_index
 
@@ -345,39 +364,48 @@ class EntryDispatcher:
         if not self._check_and_fresh_state() or self.type is not PushType.APPEND:
             return
         now = self._now()
+        cfg, term = self.p.config, self.term
+        max_pending, max_batch = cfg.max_pending_size, cfg.max_batch_push_size
         while True:
-            if self.write_index > store.ledger_end_index:
+            index = self.write_index
+            end = store.ledger_end_index
+            if index > end:
                 if batch and self.batch:
                     self._send_batch()
                 self._do_commit()
                 self._check_append_response()
                 return
-            if (
-                len(self.pending) >= self.p.config.max_pending_size
-                or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS
-            ):
-                mark = self.p.get_peer_water_mark(self.term, self.peer)
-                for k in [k for k, (_, n) in self.pending.items() if k + n - 1 <= mark]:
-                    del self.pending[k]
-                self.last_check_leak_ms = now
-            if len(self.pending) >= self.p.config.max_pending_size:
-                self._check_append_response()
+            if not self._room(now):
                 return
-            if now < self.quota_resume_ms:
-                return
-            index = self.write_index
-            pos, size, fragment = fragments.get(self.term, index)
-            self._check_quota(index, pos, size)
+            pos, size, fragment = fragments.get(term, index)
+            if end - index > max_pending:  # _check_quota's first test, inline: per entry
+                self._check_quota(index, pos, size)
             if batch:
                 if not self.batch:
                     self.batch_first = index
                 self.batch.append(fragment)
                 self.batch_size += size
-                if self.batch_size >= self.p.config.max_batch_push_size:
+                if self.batch_size >= max_batch:
                     self._send_batch()
             else:
                 self._send(index, [fragment], 0, batch=False)
-            self.write_index += 1
+            self.write_index = index + 1
+
+    def _room(self, now: int) -> bool:
+        """Whether another entry may be pushed now: fewer than ``maxPendingSize`` pushes
+        unanswered (those the watermark covers are forgotten first, and at least every
+        second) and no push quota pause."""
+        pending = self.pending
+        max_pending = self.p.config.max_pending_size
+        if len(pending) >= max_pending or now - self.last_check_leak_ms > LEAK_CHECK_INTERVAL_MS:
+            mark = self.p.get_peer_water_mark(self.term, self.peer)
+            for k in [k for k, (_, n) in pending.items() if k + n - 1 <= mark]:
+                del pending[k]
+            self.last_check_leak_ms = now
+        if len(pending) >= max_pending:
+            self._check_append_response()
+            return False
+        return now >= self.quota_resume_ms
 
     def _check_quota(self, index: int, pos: int, size: int) -> None:
         """``checkQuotaAndWait``: a follower more than ``maxPendingSize`` entries and

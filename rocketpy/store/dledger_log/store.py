@@ -201,10 +201,7 @@ class DLedgerLogStore:
         self._finish_entry(buf, rel, CURRENT_MAGIC, size, index, term, pos, 0, 0, 0)
         mf.wrote_position = rel + size
         self._append_index(CURRENT_MAGIC, pos, size, index, term)
-        return EntryHeader(
-            magic=CURRENT_MAGIC, size=size, index=index, term=term, pos=pos,
-            body_length=len(body),
-        )  # fmt: skip
+        return EntryHeader(CURRENT_MAGIC, size, index, term, pos, len(body))
 
     def append_as_follower(self, entry: DLedgerEntry) -> None:
         """``appendAsFollower``: store a pushed entry verbatim at its index and pos.

@@ -5,7 +5,6 @@ with ``cleanFileForciblyEnable``: see test_dledger_retention.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,9 @@ from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.dledger_store import DLedgerMessageStore, member_config
 from rocketpy.common.aio import wait_until
 from rocketpy.dledger.commitlog_member.member import DLedgerMember
-from rocketpy.dledger.commitlog_member.state import Role
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
-from rocketpy.store.config import MessageStoreConfig
 from tests.helpers.dledger_brokers import free_ports
+from tests.helpers.dledger_store import leading, one_member_config
 
 pytestmark = pytest.mark.integration
 
@@ -30,46 +28,33 @@ async def test_full_disk_refuses_dledger_sends_and_keeps_its_files(tmp_path: Pat
     forced cleaning off), every acknowledged message readable.
     3. The disk reads 50 % again; one clean pass; put. Expected: PUT_OK."""
     (port,) = free_ports(1)
-    cfg = MessageStoreConfig.build({
-        "storePathRootDir": str(tmp_path / "store"), "mappedFileSizeCommitLog": 64 * 1024,
-        "enableDLegerCommitLog": True, "dLegerGroup": "broker-a",
-        "dLegerPeers": f"n0-127.0.0.1:{port}", "dLegerSelfId": "n0",
-        "fileReservedTime": 0, "messageIndexEnable": False,
-    })  # fmt: skip
+    cfg = one_member_config(tmp_path / "store", port, fileReservedTime=0, messageIndexEnable=False)
     usage = [0.5]
     member = DLedgerMember(member_config(cfg, BrokerConfig(brokerName="broker-a")))
     store = DLedgerMessageStore(cfg, member, disk_usage=lambda _: usage[0])
     data_dir = tmp_path / "store" / "dledger-n0" / "data"
-    async with asyncio.timeout(30):
-        await store.lock()
-        await member.start()
-        await store.start()
-        try:
-            await wait_until(lambda: member.role is Role.LEADER, 10)
-            acked = []
-            for i in range(40):
-                body = bytes([i]) * 4096
-                r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=body))
-                assert r.status is PutMessageStatus.PUT_OK, r.status
-                acked.append((r.wrote_offset, body))
-            await wait_until(lambda: store.max_offset_in_queue("T", 0) == 40, 10)
-            files = sorted(data_dir.iterdir())
-            assert len(files) >= 3
+    async with leading(store):
+        acked = []
+        for i in range(40):
+            body = bytes([i]) * 4096
+            r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=body))
+            assert r.status is PutMessageStatus.PUT_OK, r.status
+            acked.append((r.wrote_offset, body))
+        await wait_until(lambda: store.max_offset_in_queue("T", 0) == 40, 10)
+        files = sorted(data_dir.iterdir())
+        assert len(files) >= 3
 
-            usage[0] = 0.99
-            assert await store.clean.run_once() == 0
-            r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=b"refused"))
-            assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
-            assert sorted(data_dir.iterdir()) == files
-            for offset, body in acked:
-                raw = store.look_message_by_offset(offset)
-                assert raw is not None
-                assert body in raw
+        usage[0] = 0.99
+        assert await store.clean.run_once() == 0
+        r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=b"refused"))
+        assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert sorted(data_dir.iterdir()) == files
+        for offset, body in acked:
+            raw = store.look_message_by_offset(offset)
+            assert raw is not None
+            assert body in raw
 
-            usage[0] = 0.5
-            await store.clean.run_once()
-            r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=b"after"))
-            assert r.status is PutMessageStatus.PUT_OK
-        finally:
-            await store.stop()
-            await member.shutdown()
+        usage[0] = 0.5
+        await store.clean.run_once()
+        r = await store.put_message(MessageToStore(topic="T", queue_id=0, body=b"after"))
+        assert r.status is PutMessageStatus.PUT_OK

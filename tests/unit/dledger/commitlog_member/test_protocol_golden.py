@@ -133,6 +133,18 @@ def test_decode_takes_defaults_and_ignores_unknown_keys() -> None:
     assert push.entries() == ()
 
 
+_FULL = (
+    b'{"batch":true,"batchEntry":[{"body":"YQ==","bodyCrc":0,"chainCrc":0,"channel":0,'
+    b'"index":7,"magic":1,"pos":96,"size":49,"term":2}],"type":"APPEND"}'
+)
+
+
+def test_decode_full_entry() -> None:
+    """The nine-field entry the refusals below spoil decodes as written."""
+    push = decode_body(_FULL, PushEntryRequest)
+    assert push.entries() == (DLedgerEntry(index=7, term=2, pos=96, body=b"a"),)
+
+
 @pytest.mark.parametrize(
     ("raw", "kind"),
     [
@@ -143,6 +155,12 @@ def test_decode_takes_defaults_and_ignores_unknown_keys() -> None:
         (b'{"type":"SNAPSHOT"}', PushEntryRequest),
         (b'{"entry":{"body":"YQ==","size":50}}', PushEntryRequest),
         (b'{"entry":{"body":"!!"}}', PushEntryRequest),
+        # All nine fields, as a leader writes them (the decoder's one-lookup path), one wrong:
+        (_FULL.replace(b'"index":7', b'"index":"7"'), PushEntryRequest),
+        (_FULL.replace(b'"term":2', b'"term":true'), PushEntryRequest),
+        (_FULL.replace(b'"size":49', b'"size":50'), PushEntryRequest),
+        (_FULL.replace(b'"YQ=="', b'"Y!=="'), PushEntryRequest),
+        (_FULL.replace(b'"YQ=="', b"null"), PushEntryRequest),
         (b'{"peers":{"n0":1}}', MetadataResponse),
     ],
 )
