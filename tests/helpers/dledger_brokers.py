@@ -222,11 +222,12 @@ class LoadDriver:
         self.ok_after: dict[str, float] = {}
         self._seq = 0
 
-    async def run(self, senders: int) -> None:
-        """Send until :attr:`stop` is set."""
-        await asyncio.gather(*(self._sender(i) for i in range(senders)))
+    async def run(self, senders: int, pause_s: float = 0.0) -> None:
+        """Send until :attr:`stop` is set; ``pause_s``: each sender's pause after a SEND_OK
+        (0: back to back)."""
+        await asyncio.gather(*(self._sender(i, pause_s) for i in range(senders)))
 
-    async def _sender(self, who: int) -> None:
+    async def _sender(self, who: int, pause_s: float) -> None:
         client = JavaLikeClient()
         addr: str | None = None
         try:
@@ -252,6 +253,8 @@ class LoadDriver:
                     offset = int(resp.ext("queueOffset") or -1)
                     self.history.send(key, queue_id, Outcome.OK, offset, addr)
                     self.ok_after[addr] = time.monotonic()
+                    if pause_s:
+                        await asyncio.sleep(pause_s)
                     continue
                 outcome = (
                     Outcome.FAILED if resp.code == ResponseCode.SYSTEM_BUSY else Outcome.UNKNOWN
