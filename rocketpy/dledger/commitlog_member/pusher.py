@@ -154,9 +154,7 @@ class LeaderPusher:
         on_answer: AnswerCallback | None,
     ) -> None:
         term, index = header.term, header.index
-        # updatePeerWaterMark(term, self, index): the leader's own entries only grow.
-        marks = self.peer_water_marks_by_term.get(term) or self._water_marks(term)
-        marks[self._self_id] = max(marks[self._self_id], index)
+        self.update_peer_water_mark(term, self._self_id, index)
         p = PendingAppend(index, header.pos, self.clock.monotonic_ms(), fut, on_answer)
         if self._alone:
             self.store.update_committed_index(index)
@@ -378,8 +376,8 @@ class EntryDispatcher:
             if not self._room(now):
                 return
             pos, size, fragment = fragments.get(term, index)
-            if end - index > max_pending:  # _check_quota's first test, inline: per entry
-                self._check_quota(index, pos, size)
+            if end - index > max_pending:  # checkQuotaAndWait's first test: per entry
+                self._check_quota(pos, size)
             if batch:
                 if not self.batch:
                     self.batch_first = index
@@ -407,13 +405,12 @@ class EntryDispatcher:
             return False
         return now >= self.quota_resume_ms
 
-    def _check_quota(self, index: int, pos: int, size: int) -> None:
-        """``checkQuotaAndWait``: a follower more than ``maxPendingSize`` entries and
+    def _check_quota(self, pos: int, size: int) -> None:
+        """``checkQuotaAndWait`` for the entry at ``pos`` (``size`` bytes) of a follower the
+        caller found more than ``maxPendingSize`` entries behind: one also
         ``peerPushThrottlePoint`` bytes behind gets at most ``peerPushQuota`` bytes a second;
         once this second's quota is spent, pushing pauses until the next second."""
         cfg, store = self.p.config, self.p.store
-        if store.ledger_end_index - index <= cfg.max_pending_size:
-            return
         if store.write_pos - pos < cfg.peer_push_throttle_point:
             return
         now = self._now()

@@ -86,14 +86,6 @@ def encode_frame(cmd: RemotingCommand, serialize_type: int = SerializeType.JSON)
     return b"".join((prefix, header, body)) if body else prefix + header
 
 
-def json_frame(header: bytes) -> bytes:
-    """The whole frame of a command without a body whose JSON header is ``header`` (a header
-    encoded by its caller from a template: :func:`encode_frame` without the generic encode)."""
-    if len(header) > _MAX_HEADER:
-        raise CodecError(f"header of {len(header)} bytes exceeds 24 bits", field="headerLength")
-    return _PREFIX.pack(4 + len(header), len(header)) + header
-
-
 def decode_frame(payload: bytes | bytearray | memoryview) -> RemotingCommand:
     """Decode everything after the length prefix into a command.
 
