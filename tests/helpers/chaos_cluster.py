@@ -57,6 +57,8 @@ ALL = frozenset({1, 2, 3})
 FAILOVER_TIMEOUT_S = 15.0
 RECOVERY_TIMEOUT_S = 40.0
 SEND_TIMEOUT_S = 3.0
+#: How long the final read waits for a queue's max offset to cover its last SEND_OK.
+DISPATCH_WAIT_S = 20.0
 # A send whose outcome is unknown: stored on the master but not (yet) on the SyncStateSet.
 UNKNOWN_CODES = frozenset(
     {
@@ -185,18 +187,26 @@ async def read_queues(history: History, addr: str, topic: str, queues: int) -> N
     """Read queues ``0..queues-1`` of ``topic`` on ``addr`` from offset 0 to their max offset
     into ``history`` (shared by the controller-mode and the classic chaos runs).
 
+    A queue's end is its max offset once that covers the highest offset ``history`` holds a
+    SEND_OK for there, waited for up to :data:`DISPATCH_WAIT_S`: a broker answers SEND_OK once
+    the record is stored (and replicated), and its reput writes the consume-queue unit a moment
+    later (longer when that needs a new consume-queue file), so a read right after the last
+    SEND_OK may find the max offset one short. An end never reached is read as it is, and the
+    history checker names what is missing.
+
     Raises:
         AssertionError: a queue could not be read to its end within 60 s.
     """
+    acked: dict[int, int] = {}
+    for s in history.sends:
+        if s.outcome is Outcome.OK and s.queue_offset is not None:
+            acked[s.queue_id] = max(acked.get(s.queue_id, 0), s.queue_offset + 1)
     client = JavaLikeClient()
     last: object = None
     try:
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(60 + DISPATCH_WAIT_S):
             for queue in range(queues):
-                ext = {"topic": topic, "queueId": str(queue)}
-                resp = await client.call(addr, RequestCode.GET_MAX_OFFSET, ext)
-                assert resp.code == ResponseCode.SUCCESS, resp.remark
-                end = int(resp.ext("offset") or 0)
+                end = await _max_offset(client, addr, topic, queue, acked.get(queue, 0))
                 offset = 0
                 while offset < end:
                     resp = await client.pull(
@@ -213,6 +223,22 @@ async def read_queues(history: History, addr: str, topic: str, queues: int) -> N
         raise AssertionError(f"could not read {addr} to the end; last pull {last}") from e
     finally:
         await client.close()
+
+
+async def _max_offset(
+    client: JavaLikeClient, addr: str, topic: str, queue: int, acked_end: int
+) -> int:
+    """The max offset of ``queue`` once it reaches ``acked_end``, or as it is after
+    :data:`DISPATCH_WAIT_S`."""
+    ext = {"topic": topic, "queueId": str(queue)}
+    deadline = time.monotonic() + DISPATCH_WAIT_S
+    while True:
+        resp = await client.call(addr, RequestCode.GET_MAX_OFFSET, ext)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        end = int(resp.ext("offset") or 0)
+        if end >= acked_end or time.monotonic() > deadline:
+            return end
+        await asyncio.sleep(0.1)
 
 
 class ChaosRun:
