@@ -34,6 +34,7 @@ from typing import Final
 import structlog
 
 from rocketpy.common.errors import CodecError
+from rocketpy.store.mapped_file import allocate_blocks
 
 log = structlog.get_logger(__name__)
 
@@ -125,6 +126,7 @@ class StoreCheckpoint:
             if os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
                 # FileChannel.map(READ_WRITE, 0, 4096) grows the file the same way.
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+                allocate_blocks(fd, CHECKPOINT_FILE_SIZE)
             page = mmap.mmap(fd, CHECKPOINT_FILE_SIZE, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)

@@ -31,6 +31,8 @@ PAGE_SIZE = mmap.PAGESIZE
 RELEASE_CHUNK = 4 * 1024 * 1024
 # zero() writes this many bytes at a time.
 _ZERO_CHUNK = 1024 * 1024
+#: reserve() allocates a sparse segment's blocks this many bytes at a time.
+RESERVE_CHUNK = 1024 * 1024
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -38,11 +40,16 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def allocate_blocks(fd: int, size: int) -> None:
-    """``posix_fallocate`` the whole file; a file system without it keeps the file sparse
-    (ENOSPC and other errors propagate: the segment cannot be created)."""
+def allocate_blocks(fd: int, size: int, offset: int = 0) -> None:
+    """``posix_fallocate`` ``size`` bytes from ``offset`` (by default the whole file); a file
+    system without it keeps the file sparse (ENOSPC and other errors propagate).
+
+    Every file this store writes through a mapping gets its blocks this way before the bytes
+    are written: a store through a mapping into a hole the file system cannot fill (a full
+    disk) raises SIGBUS, which kills a Python process -- upstream's JVM turns it into an
+    InternalError instead."""
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, offset, size)
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
             raise
@@ -60,6 +67,9 @@ class MappedFile:
         self.flushed_position = 0
         # Pages below this position were released from the mapping (still in the file).
         self.released_position = 0
+        #: Bytes from the start known to have disk blocks (allocate_blocks): writers of a
+        #: segment made sparse stay below it, calling reserve() first.
+        self.allocated = 0
 
     @classmethod
     def create(
@@ -98,6 +108,7 @@ class MappedFile:
             os.close(fd)
         mf = cls(path, file_from_offset, size, mapping)
         if allocate:
+            mf.allocated = size
             mf.appending()
         # fsync the directory so the new name survives a crash of the machine.
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -211,6 +222,23 @@ class MappedFile:
             start = self.wrote_position - self.wrote_position % PAGE_SIZE
             if start < self.size:
                 self._map.madvise(mmap.MADV_RANDOM, start, self.size - start)
+
+    def reserve(self, end: int) -> None:
+        """Give the bytes below ``end`` (rounded up to :data:`RESERVE_CHUNK`, at most the
+        segment) disk blocks, from :attr:`allocated` on. Blocks.
+
+        Raises:
+            OSError: ENOSPC and the like: nothing may be written past :attr:`allocated`.
+        """
+        if end <= self.allocated:
+            return
+        upto = min(self.size, -(-end // RESERVE_CHUNK) * RESERVE_CHUNK)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            allocate_blocks(fd, upto - self.allocated, self.allocated)
+        finally:
+            os.close(fd)
+        self.allocated = upto
 
     def written_out(self) -> None:
         """The appender moved on: readahead back to normal for readers of this segment."""

@@ -146,7 +146,7 @@ class ConsumeQueue:
         last = files[-1]
         pos = last.wrote_position
         if (
-            pos + UNIT_SIZE > last.size
+            pos + UNIT_SIZE > last.allocated  # also past the segment: allocated <= size
             or commit_log_offset + size <= self.max_physic_offset
             or last.file_from_offset + pos != queue_offset * UNIT_SIZE
         ):
@@ -167,7 +167,7 @@ class ConsumeQueue:
         last = files[-1]
         pos = last.wrote_position
         if (
-            pos + UNIT_SIZE * count > last.size
+            pos + UNIT_SIZE * count > last.allocated
             or units[0] + units[1] <= self.max_physic_offset
             or last.file_from_offset + pos != queue_offset * UNIT_SIZE
         ):
@@ -189,14 +189,8 @@ class ConsumeQueue:
                         expected=current // UNIT_SIZE, got=queue_offset)  # fmt: skip
             return False
         if not self.mfq.files:
-            start = target - target % self.file_size
-            if not await self._add_segment(start, alloc):
+            if not await self._first_segment(target, alloc):
                 return False
-            if target > start:
-                # fillPreBlank: placeholders for offsets below the first real unit.
-                mf = self.mfq.files[0]
-                mf.append(encode_unit(BLANK_UNIT) * ((target - start) // UNIT_SIZE))
-                self.min_logic_offset = target
         elif target > current:
             log.warning("consume queue gap", topic=self.topic, queue_id=self.queue_id,
                         expected=current // UNIT_SIZE, got=queue_offset)  # fmt: skip
@@ -209,8 +203,12 @@ class ConsumeQueue:
             mf_end = last.file_from_offset + last.wrote_position
             if mf_end < target:
                 gap = min(target - mf_end, last.remaining)
+                if not await self._reserve(last, last.wrote_position + gap, alloc):
+                    return False
                 last.append(encode_unit(BLANK_UNIT) * (gap // UNIT_SIZE))
                 continue
+            if not await self._reserve(last, last.wrote_position + UNIT_SIZE, alloc):
+                return False
             last.append(encode_unit(unit))
             self.max_physic_offset = unit.commit_log_offset + unit.size
             return True
@@ -218,6 +216,33 @@ class ConsumeQueue:
     def flush(self) -> None:
         """msync every written unit. Blocks."""
         self.mfq.flush(self.mfq.max_offset)
+
+    async def _first_segment(self, target: int, alloc: Executor) -> bool:
+        """The queue's first segment, the one holding logical byte ``target``, with
+        placeholders below it (``fillPreBlank``); False once the topic was deleted."""
+        start = target - target % self.file_size
+        if not await self._add_segment(start, alloc):
+            return False
+        if target > start:
+            mf = self.mfq.files[0]
+            if not await self._reserve(mf, target - start, alloc):
+                return False
+            mf.append(encode_unit(BLANK_UNIT) * ((target - start) // UNIT_SIZE))
+            self.min_logic_offset = target
+        return True
+
+    async def _reserve(self, mf: MappedFile, end: int, alloc: Executor) -> bool:
+        """Disk blocks for ``mf`` below ``end`` (its :meth:`~MappedFile.reserve`, on the
+        allocation thread when it must allocate); False once the queue's topic was deleted
+        meanwhile (its files are closed).
+
+        Raises:
+            OSError: no blocks (a full disk): nothing is written, the caller tries again later.
+        """
+        if end <= mf.allocated:
+            return True
+        await asyncio.get_running_loop().run_in_executor(alloc, mf.reserve, end)
+        return not self.deleted
 
     async def _add_segment(self, start: int, alloc: Executor) -> bool:
         """Make the segment at ``start`` on the allocation thread and add it; False once the

@@ -10,6 +10,7 @@ reads are copies of already written, mapped bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,9 @@ from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
+
+#: How long the reput waits before trying again a consume-queue write that found no disk blocks.
+DISK_RETRY_S = 1.0
 
 #: Told of every consumable record dispatched: (topic, queue id, the queue's new max offset,
 #: tags code) -- long polling's ``arriving``. Prepared and rolled-back transaction records are
@@ -325,7 +329,16 @@ class ReputService:
         while not self._stop.is_set():
             await self._wake.wait()
             self._wake.clear()
-            await self.dispatch_available(put_cq)
+            try:
+                await self.dispatch_available(put_cq)
+            except OSError as e:
+                # No disk blocks for a consume-queue unit (a full disk): nothing past
+                # reput_from was dispatched; try again once the clean pass may have made room.
+                log.warning("reput cannot write a consume queue, retrying in 1 s",
+                            reput_from=self.reput_from, error=str(e))  # fmt: skip
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), DISK_RETRY_S)
+                self._wake.set()
 
     async def stop(self, put_cq: PutCq) -> None:
         """Stop the task after a last dispatch pass. Idempotent."""

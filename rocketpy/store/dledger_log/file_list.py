@@ -33,7 +33,8 @@ class MmapFileList:
 
     def __init__(self, directory: Path, file_size: int, *, use_blank: bool) -> None:
         """Args: ``use_blank`` True for data files (blank tail), False for index files."""
-        self.queue = MappedFileQueue(directory, file_size)
+        # Blocks up front (allocate_blocks): a hole on a full disk is SIGBUS when written.
+        self.queue = MappedFileQueue(directory, file_size, allocate=True)
         self.file_size = file_size
         self.use_blank = use_blank
         self._ahead: MappedFile | None = None

@@ -26,6 +26,7 @@ from rocketpy.common.errors import StoreError
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.index import record as r
 from rocketpy.store.index.record import IndexHeader
+from rocketpy.store.mapped_file import allocate_blocks
 
 _INT_MIN_ABS: Final = 2**31
 _SLOT_UNPACK: Final = r.SLOT.unpack_from
@@ -70,7 +71,12 @@ class IndexFile:
             raise StoreError(f"index file already exists: {path}") from e
         try:
             os.ftruncate(fd, size)
+            # Hash slots are written anywhere, any time: every block up front.
+            allocate_blocks(fd, size)
             mapped = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            path.unlink(missing_ok=True)  # a full disk leaves no file the service would load
+            raise
         finally:
             os.close(fd)
         return cls(path, mapped, hash_slot_num, index_num)

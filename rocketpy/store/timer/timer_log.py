@@ -42,7 +42,8 @@ class TimerLog:
     def __init__(self, directory: Path, file_size: int) -> None:
         """Args: ``directory`` the ``timerlog`` folder; ``file_size``
         ``mappedFileSizeTimerLog``."""
-        self.queue = MappedFileQueue(directory, file_size)
+        # Blocks up front (allocate_blocks): a hole on a full disk is SIGBUS when written.
+        self.queue = MappedFileQueue(directory, file_size, allocate=True)
         self.file_size = file_size
         self.flushed_where = 0
 

@@ -16,6 +16,7 @@ import mmap
 import os
 from pathlib import Path
 
+from rocketpy.store.mapped_file import allocate_blocks
 from rocketpy.store.timer.record import (
     EMPTY_SLOT,
     NO_POS,
@@ -55,6 +56,7 @@ class TimerWheel:
                 raise ValueError(f"Timer wheel length:{size} != expected:{self.length}")
             if size == 0:
                 os.ftruncate(fd, self.length)
+                allocate_blocks(fd, self.length)  # slots are written anywhere, any time
             self._map = mmap.mmap(fd, self.length, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)

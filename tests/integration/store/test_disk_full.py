@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.common.aio import wait_until
 from rocketpy.common.message.decoder import decode_record
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
@@ -77,5 +78,50 @@ async def test_disk_full_on_segment_roll_refuses_cleanly(small_disk: Path) -> No
             await store.clean.run_once()
             r = await store.put_message(MessageToStore(topic="Full", queue_id=0, body=b"after"))
             assert r.status is PutMessageStatus.PUT_OK
+        finally:
+            await store.stop()
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the file system is full."""
+    with path.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(4096))
+        except OSError:
+            pass
+
+
+async def test_consume_queue_on_a_full_disk_waits_for_room(small_disk: Path) -> None:
+    """1. A store on a 1 MiB tmpfs (256 KiB commit-log segments, 200 KB consume-queue
+    segments); put one message to queue 0. 2. Fill the disk to the last block; put a message
+    to queue 1, whose consume queue has no segment yet. 3. Delete the filler.
+    Expected: step 2 is PUT_OK (its segment has room), the process lives (the unit's segment
+    is never written where the file system has no block for it: a store into a hole of a
+    full tmpfs is SIGBUS, which ends a Python process), queue 1 shows nothing while the disk
+    is full; after step 3 the message reads back at queue 1 offset 0 within 5 s."""
+    cfg = MessageStoreConfig.build({
+        "storePathRootDir": str(small_disk / "store"),
+        "mappedFileSizeCommitLog": 256 * 1024,
+        "mappedFileSizeConsumeQueue": 10000 * 20,
+        "messageIndexEnable": "false",
+    })  # fmt: skip
+    store = MessageStore(cfg, disk_usage=lambda _: 0.10)
+    async with asyncio.timeout(30):
+        await store.start()
+        try:
+            r = await store.put_message(MessageToStore(topic="Full", queue_id=0, body=b"first"))
+            assert r.status is PutMessageStatus.PUT_OK
+            await wait_until(lambda: store.max_offset_in_queue("Full", 0) == 1, 5)
+            filler = small_disk / "filler"
+            _fill(filler)
+            r = await store.put_message(MessageToStore(topic="Full", queue_id=1, body=b"late"))
+            assert r.status is PutMessageStatus.PUT_OK
+            await asyncio.sleep(1.5)  # the reput found no block for the unit, at least once
+            assert store.max_offset_in_queue("Full", 1) == 0
+            filler.unlink()
+            await wait_until(lambda: store.max_offset_in_queue("Full", 1) == 1, 5)
+            got = store.get_message("g", "Full", 1, offset=0, max_count=1)
+            assert [decode_record(raw).body for raw in got.records] == [b"late"]
         finally:
             await store.stop()
