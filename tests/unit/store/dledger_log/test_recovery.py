@@ -224,9 +224,10 @@ def test_empty_data_drops_index(tmp_path: Path) -> None:
 
 
 def test_crash_mid_file_default_sizes(tmp_path: Path) -> None:
-    """1. Default sizes (1 GiB data, 160 MiB index, their blocks allocated up front). 2. Append 3000 entries, flush,
-    "crash": unmap without checkpoint, the last index unit never written, and half of entry
-    3000's body written but not its header (the store writes the header last). 3. Reopen, timed.
+    """1. Default sizes (1 GiB data, 160 MiB index, their blocks allocated up front).
+    2. Append 3000 entries, flush, "crash": unmap without checkpoint, the last index unit never
+    written, and half of entry 3000's body written but not its header (the store writes the
+    header last). 3. Reopen, timed.
     Expected: 3000 entries, unit 2999 rewritten, the walk ends at the zero header, committed
     index -1 (no checkpoint), recovery well under two seconds; entry bodies intact; the next
     append is entry 3000 at the old end."""
