@@ -33,6 +33,8 @@ _SLOT_UNPACK: Final = r.SLOT.unpack_from
 _SLOT_PACK: Final = r.SLOT.pack_into
 _ENTRY_PACK: Final = r.ENTRY.pack_into
 _HEADER_PACK: Final = r.HEADER.pack_into
+#: Entries given disk blocks at a time (1 MiB): see :meth:`IndexFile._grow`.
+_ENTRIES_PER_GROW: Final = (1 << 20) // r.INDEX_SIZE
 
 
 class IndexFile:
@@ -47,6 +49,8 @@ class IndexFile:
         self._entries_pos = r.entry_position(hash_slot_num, 0)
         self.header = r.decode_index_header(mapped[: r.INDEX_HEADER_SIZE])
         self._map: mmap.mmap | None = mapped
+        #: Entries below this number have disk blocks (written ones, or reserved by _grow).
+        self._room = min(self.header.index_count, index_num)
         # Serializes msync/close/unlink on executor threads; the loop's writes need no lock
         # (the loop is the only writer, and a file is closed only after it left the service).
         self._io_lock = threading.Lock()
@@ -58,7 +62,9 @@ class IndexFile:
 
     @classmethod
     def create(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
-        """Create a zero-filled (sparse) file of the full size and map it. Blocks.
+        """Create a zero-filled file of the full size and map it, with disk blocks for the
+        header and the hash slots (written anywhere, any time) and none yet for the entries
+        (:meth:`_grow` gives them blocks as they fill). Blocks.
 
         Raises:
             StoreError: the file already exists.
@@ -71,8 +77,7 @@ class IndexFile:
             raise StoreError(f"index file already exists: {path}") from e
         try:
             os.ftruncate(fd, size)
-            # Hash slots are written anywhere, any time: every block up front.
-            allocate_blocks(fd, size)
+            allocate_blocks(fd, r.entry_position(hash_slot_num, 0))
             mapped = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         except BaseException:
             path.unlink(missing_ok=True)  # a full disk leaves no file the service would load
@@ -149,8 +154,10 @@ class IndexFile:
         """
         header = self.header
         index_no = header.index_count
-        if index_no >= self.index_num:
-            return False
+        if index_no >= self._room:
+            if index_no >= self.index_num:
+                return False
+            self._grow(index_no + 1)
         mapped = self._map
         if mapped is None:
             raise StoreError(f"index file {self.path} is closed")
@@ -197,6 +204,8 @@ class IndexFile:
         index_num = self.index_num
         if index_no >= index_num:
             return 0
+        if index_no + len(keys) > self._room:
+            self._grow(min(index_no + len(keys), index_num))
         mapped = self._map
         if mapped is None:
             raise StoreError(f"index file {self.path} is closed")
@@ -245,6 +254,23 @@ class IndexFile:
                 mapped, 0, begin, store_timestamp, begin_phy, phy_offset, slot_count, index_no
             )
         return added
+
+    def _grow(self, entries: int) -> None:
+        """Give the first ``entries`` entries disk blocks (whole MiBs at a time, on the loop: one
+        ``posix_fallocate`` every ~52,000 entries). A store through the mapping into a hole the
+        file system cannot fill (a full disk) is SIGBUS, which ends a Python process.
+
+        Raises:
+            OSError: no blocks (a full disk): nothing is written; the reput tries again.
+        """
+        room = min(self.index_num, -(-entries // _ENTRIES_PER_GROW) * _ENTRIES_PER_GROW)
+        start = r.entry_position(self.hash_slot_num, self._room)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            allocate_blocks(fd, (room - self._room) * r.INDEX_SIZE, start)
+        finally:
+            os.close(fd)
+        self._room = room
 
     def select_phy_offsets(
         self, out: list[int], key: str, max_num: int, begin: int, end: int
