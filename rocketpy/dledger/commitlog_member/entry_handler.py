@@ -32,13 +32,13 @@ import structlog
 from rocketpy.common.aio import TaskSet
 from rocketpy.common.clock import Clock
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
+from rocketpy.dledger.commitlog_member.dispatcher import IDLE_WAIT_S
 from rocketpy.dledger.commitlog_member.protocol import (
     DLedgerResponseCode,
     PushEntryRequest,
     PushEntryResponse,
     PushType,
 )
-from rocketpy.dledger.commitlog_member.pusher import IDLE_WAIT_S
 from rocketpy.dledger.commitlog_member.state import MemberState
 from rocketpy.dledger.commitlog_member.wakeup import Wakeup
 from rocketpy.store.dledger_log.entry import DLedgerEntry
@@ -85,6 +85,9 @@ class EntryHandler:
         self.wakeup = Wakeup()
         self._tasks = TaskSet(f"dledger-{state.self_id}/entry-handler")
         self._last_abnormal_check_ms = 0
+        #: A push parked whose entries this log holds already (a resend of what was applied
+        #: while the leader's wait for its answer timed out): answered without the 1 s wait.
+        self._applied_parked = False
         self._verified_for: tuple[int, str | None] = (-1, None)
         self._verified_end = -1
         #: APPEND pushes applied, single and batch (statistics).
@@ -128,6 +131,8 @@ class EntryHandler:
                 fut.set_result(self._response(request, DLedgerResponseCode.REPEATED_PUSH))
                 return fut
             self.writes[first] = item
+            if request.last_entry_index <= self.store.ledger_end_index:
+                self._applied_parked = True
         else:
             if request.type is not PushType.COMMIT and request.entry is None:
                 fut.set_result(self._response(request, DLedgerResponseCode.UNEXPECTED_ARGUMENT))
@@ -167,6 +172,8 @@ class EntryHandler:
                 continue
             item = self.writes.pop(self.store.ledger_end_index + 1, None)
             if item is None:
+                if self._applied_parked:
+                    self._answer_applied()
                 self._check_abnormal()
                 return
             request, fut, _ = item
@@ -264,28 +271,38 @@ class EntryHandler:
         self._update_committed(request)
         return self._response(request, DLedgerResponseCode.SUCCESS)
 
+    def _answer_applied(self) -> None:
+        """Answer every parked push whose entries this log holds: 200 when they are the same,
+        else 406. Upstream does this only in ``checkAbnormalFuture``, at most once a second:
+        a follower paused past the leader's rpc timeout applied pushes whose answers the
+        leader then dropped, and the leader's resends, one per watermark step, each waited
+        for it (one entry a second)."""
+        self._applied_parked = False
+        end = self.store.ledger_end_index
+        for first in sorted(self.writes):
+            request, fut, _ = self.writes[first]
+            if request.last_entry_index > end:
+                continue
+            try:
+                same = all(same_entry(self.store.get(e.index), e) for e in request.entries())
+            except DLedgerStoreError:
+                same = False
+            del self.writes[first]
+            code = DLedgerResponseCode.SUCCESS if same else DLedgerResponseCode.INCONSISTENT_STATE
+            if not fut.done():
+                fut.set_result(self._response(request, code))
+
     def _check_abnormal(self) -> None:
         """``checkAbnormalFuture``: answer pushes already applied and unblock a gap."""
         now = self.clock.monotonic_ms()
         if now - self._last_abnormal_check_ms < ABNORMAL_CHECK_INTERVAL_MS or not self.writes:
             return
         self._last_abnormal_check_ms = now
+        self._answer_applied()
         end = self.store.ledger_end_index
         oldest = None
         for first in sorted(self.writes):
-            request, fut, created = self.writes[first]
-            if request.last_entry_index <= end:
-                try:
-                    same = all(same_entry(self.store.get(e.index), e) for e in request.entries())
-                except DLedgerStoreError:
-                    same = False
-                del self.writes[first]
-                code = (
-                    DLedgerResponseCode.SUCCESS if same else DLedgerResponseCode.INCONSISTENT_STATE
-                )
-                if not fut.done():
-                    fut.set_result(self._response(request, code))
-                continue
+            request, _, created = self.writes[first]
             if first == end + 1:
                 return
             if now - created > self.config.max_push_timeout_ms and oldest is None:

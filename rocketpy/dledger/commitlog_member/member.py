@@ -100,6 +100,9 @@ class MemberStatistics:
     applied_single_pushes: int
     applied_batch_pushes: int
     throttled_pushes: int
+    #: APPEND pushes sent again: lost with their connection / timed out (one at a time)
+    lost_pushes_resent: int
+    timed_out_pushes_resent: int
 
 
 def _error(request: Base, kind: type[Base], code: int, leader_id: str | None) -> Base:
@@ -297,6 +300,8 @@ class DLedgerMember:
             applied_single_pushes=self.handler.applied_single,
             applied_batch_pushes=self.handler.applied_batch,
             throttled_pushes=sum(d.throttled for d in self.pusher.dispatchers.values()),
+            lost_pushes_resent=sum(d.lost_resent for d in self.pusher.dispatchers.values()),
+            timed_out_pushes_resent=sum(d.probes for d in self.pusher.dispatchers.values()),
         )
 
     async def transfer_leadership(self, transferee_id: str) -> LeadershipTransferResponse:

@@ -43,6 +43,7 @@ from rocketpy.dledger.commitlog_member.protocol import (
 from rocketpy.dledger.transport import DLedgerRequestCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
+from rocketpy.remoting.transport.connection import Connection
 from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
 from rocketpy.remoting.transport.server import RemotingServer
 
@@ -186,21 +187,20 @@ class PeerRpc:
         body: bytes,
         kind: type[_R],
         on_reply: Callable[[_R | None], None],
-    ) -> bool:
+    ) -> Connection | None:
         """:meth:`invoke_raw` without a coroutine, over an open connection to the peer:
         ``on_reply`` gets what :meth:`invoke_raw` would return, from the response's done
-        callback. False, with nothing sent, when no connection is open (the caller awaits
-        :meth:`invoke_raw`, which connects). The leader's APPEND pushes: a task per push cost
-        more than the push."""
-        addr = self._peers.get(remote_id)
-        conn = None if addr is None else self._client.connection_nowait(addr)
+        callback. Returns the connection the request went out on; None, with nothing sent,
+        when no connection is open (the caller awaits :meth:`invoke_raw`, which connects). The
+        leader's APPEND pushes: a task per push cost more than the push."""
+        conn = self.open_connection(remote_id)
         if conn is None:
-            return False
+            return None
         command = RemotingCommand.request(code, None, body)
         try:
             fut = conn.invoke_future(command, self._timeout_s)
         except RemotingError:
-            return False
+            return None
 
         def replied(done: asyncio.Future[RemotingCommand]) -> None:
             if done.cancelled():
@@ -214,7 +214,12 @@ class PeerRpc:
             on_reply(_decoded(code, done.result(), kind))
 
         fut.add_done_callback(replied)
-        return True
+        return conn
+
+    def open_connection(self, remote_id: str) -> Connection | None:
+        """The open connection to peer ``remote_id``, if any (never connects)."""
+        addr = self._peers.get(remote_id)
+        return None if addr is None else self._client.connection_nowait(addr)
 
 
 def _decoded(code: DLedgerRequestCode, reply: RemotingCommand, kind: type[_R]) -> _R | None:
