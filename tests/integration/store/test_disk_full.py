@@ -40,6 +40,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+def _small_store(disk: Path, *, cq_file_size: int) -> tuple[MessageStoreConfig, MessageStore]:
+    """A store under ``disk`` with 256 KiB commit-log segments and no index, that takes the
+    disk for 10 % used (only the file system says it is full)."""
+    cfg = MessageStoreConfig.build({
+        "storePathRootDir": str(disk / "store"),
+        "mappedFileSizeCommitLog": 256 * 1024,
+        "mappedFileSizeConsumeQueue": cq_file_size,
+        "messageIndexEnable": "false",
+    })  # fmt: skip
+    return cfg, MessageStore(cfg, disk_usage=lambda _: 0.10)
+
+
 async def test_disk_full_on_segment_roll_refuses_cleanly(small_disk: Path) -> None:
     """1. 256 KiB segments on a 1 MiB disk with a 400 KiB filler file; put until refused.
     2. Delete the filler; run a clean pass; put again.
@@ -48,13 +60,7 @@ async def test_disk_full_on_segment_roll_refuses_cleanly(small_disk: Path) -> No
     puts succeed again."""
     filler = small_disk / "filler"
     filler.write_bytes(bytes(400 * 1024))
-    cfg = MessageStoreConfig.build({
-        "storePathRootDir": str(small_disk / "store"),
-        "mappedFileSizeCommitLog": 256 * 1024,
-        "mappedFileSizeConsumeQueue": 2000,
-        "messageIndexEnable": "false",
-    })  # fmt: skip
-    store = MessageStore(cfg, disk_usage=lambda _: 0.10)
+    cfg, store = _small_store(small_disk, cq_file_size=2000)
     async with asyncio.timeout(30):
         await store.start()
         try:
@@ -100,13 +106,7 @@ async def test_consume_queue_on_a_full_disk_waits_for_room(small_disk: Path) -> 
     is never written where the file system has no block for it: a store into a hole of a
     full tmpfs is SIGBUS, which ends a Python process), queue 1 shows nothing while the disk
     is full; after step 3 the message reads back at queue 1 offset 0 within 5 s."""
-    cfg = MessageStoreConfig.build({
-        "storePathRootDir": str(small_disk / "store"),
-        "mappedFileSizeCommitLog": 256 * 1024,
-        "mappedFileSizeConsumeQueue": 10000 * 20,
-        "messageIndexEnable": "false",
-    })  # fmt: skip
-    store = MessageStore(cfg, disk_usage=lambda _: 0.10)
+    _, store = _small_store(small_disk, cq_file_size=10000 * 20)
     async with asyncio.timeout(30):
         await store.start()
         try:
