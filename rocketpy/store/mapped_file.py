@@ -55,6 +55,24 @@ def allocate_blocks(fd: int, size: int, offset: int = 0) -> None:
             raise
 
 
+def reserve_blocks(path: Path, allocated: int, end: int, limit: int) -> int:
+    """Give ``path``'s bytes from ``allocated`` to ``end`` -- rounded up to
+    :data:`RESERVE_CHUNK`, at most ``limit`` (the file's size) -- disk blocks; the new end of
+    the allocated bytes. For files filled in order, whose blocks are not all taken up front.
+    Blocks.
+
+    Raises:
+        OSError: ENOSPC and the like: nothing may be written past ``allocated``.
+    """
+    upto = min(limit, -(-end // RESERVE_CHUNK) * RESERVE_CHUNK)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        allocate_blocks(fd, upto - allocated, allocated)
+    finally:
+        os.close(fd)
+    return upto
+
+
 class MappedFile:
     """A mapped segment; ``file_from_offset`` is its first byte's global offset."""
 
@@ -230,15 +248,8 @@ class MappedFile:
         Raises:
             OSError: ENOSPC and the like: nothing may be written past :attr:`allocated`.
         """
-        if end <= self.allocated:
-            return
-        upto = min(self.size, -(-end // RESERVE_CHUNK) * RESERVE_CHUNK)
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            allocate_blocks(fd, upto - self.allocated, self.allocated)
-        finally:
-            os.close(fd)
-        self.allocated = upto
+        if end > self.allocated:
+            self.allocated = reserve_blocks(self.path, self.allocated, end, self.size)
 
     def written_out(self) -> None:
         """The appender moved on: readahead back to normal for readers of this segment."""

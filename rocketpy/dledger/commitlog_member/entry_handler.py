@@ -302,7 +302,7 @@ class EntryHandler:
         end = self.store.ledger_end_index
         oldest = None
         for first in sorted(self.writes):
-            request, _, created = self.writes[first]
+            _, _, created = self.writes[first]
             if first == end + 1:
                 return
             if now - created > self.config.max_push_timeout_ms and oldest is None:

@@ -26,15 +26,13 @@ from rocketpy.common.errors import StoreError
 from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.index import record as r
 from rocketpy.store.index.record import IndexHeader
-from rocketpy.store.mapped_file import allocate_blocks
+from rocketpy.store.mapped_file import allocate_blocks, reserve_blocks
 
 _INT_MIN_ABS: Final = 2**31
 _SLOT_UNPACK: Final = r.SLOT.unpack_from
 _SLOT_PACK: Final = r.SLOT.pack_into
 _ENTRY_PACK: Final = r.ENTRY.pack_into
 _HEADER_PACK: Final = r.HEADER.pack_into
-#: Entries given disk blocks at a time (1 MiB): see :meth:`IndexFile._grow`.
-_ENTRIES_PER_GROW: Final = (1 << 20) // r.INDEX_SIZE
 
 
 class IndexFile:
@@ -49,8 +47,10 @@ class IndexFile:
         self._entries_pos = r.entry_position(hash_slot_num, 0)
         self.header = r.decode_index_header(mapped[: r.INDEX_HEADER_SIZE])
         self._map: mmap.mmap | None = mapped
-        #: Entries below this number have disk blocks (written ones, or reserved by _grow).
+        #: Entries below this number have disk blocks (written ones, or reserved by _grow),
+        #: and the file's bytes below ``_allocated``.
         self._room = min(self.header.index_count, index_num)
+        self._allocated = r.entry_position(hash_slot_num, self._room)
         # Serializes msync/close/unlink on executor threads; the loop's writes need no lock
         # (the loop is the only writer, and a file is closed only after it left the service).
         self._io_lock = threading.Lock()
@@ -256,21 +256,17 @@ class IndexFile:
         return added
 
     def _grow(self, entries: int) -> None:
-        """Give the first ``entries`` entries disk blocks (whole MiBs at a time, on the loop: one
-        ``posix_fallocate`` every ~52,000 entries). A store through the mapping into a hole the
-        file system cannot fill (a full disk) is SIGBUS, which ends a Python process.
+        """Give the first ``entries`` entries disk blocks (``reserve_blocks``: whole MiBs at a
+        time, on the loop: one ``posix_fallocate`` every ~52,000 entries). A store through the
+        mapping into a hole the file system cannot fill (a full disk) is SIGBUS, which ends a
+        Python process.
 
         Raises:
             OSError: no blocks (a full disk): nothing is written; the reput tries again.
         """
-        room = min(self.index_num, -(-entries // _ENTRIES_PER_GROW) * _ENTRIES_PER_GROW)
-        start = r.entry_position(self.hash_slot_num, self._room)
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            allocate_blocks(fd, (room - self._room) * r.INDEX_SIZE, start)
-        finally:
-            os.close(fd)
-        self._room = room
+        end = r.entry_position(self.hash_slot_num, entries)
+        self._allocated = reserve_blocks(self.path, self._allocated, end, self.file_size)
+        self._room = (self._allocated - self._entries_pos) // r.INDEX_SIZE
 
     def select_phy_offsets(
         self, out: list[int], key: str, max_num: int, begin: int, end: int
