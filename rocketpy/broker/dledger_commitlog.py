@@ -226,6 +226,10 @@ class DLedgerCommitLog(CommitLog):
         del msg
         return None
 
+    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+        """None, as :meth:`put_message_nowait`: no send is answered before its quorum."""
+        return None
+
     def put_batch(
         self, batch: MessageBatch, appended: Callable[[], None] | None = None
     ) -> Coroutine[Any, Any, PutResult]:

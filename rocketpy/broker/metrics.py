@@ -129,9 +129,10 @@ class BrokerMetrics:
         for size, count in Counter(sizes).items():
             hist.observe(size, count)
 
-    def record_send_latency(self, latency_ms: float) -> None:
-        """One send request took ``latency_ms`` from decode to store result."""
-        self.send_latency.observe(latency_ms)
+    def record_send_latency(self, latency_ms: float, count: int = 1) -> None:
+        """``count`` send requests (one read's, answered together) each took ``latency_ms``
+        from decode to store result."""
+        self.send_latency.observe(latency_ms, count)
         if latency_ms > self._interval_latency_max:  # noqa: PLR1730 - not max(): per send
             self._interval_latency_max = latency_ms
 

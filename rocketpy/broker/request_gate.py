@@ -1,8 +1,9 @@
 """Per-family request admission: bounded concurrency, bounded waiting, SYSTEM_BUSY beyond.
 
-Owns: :class:`RequestGate`, :func:`gated`, which wraps a processor, and :func:`gated_nowait`,
+Owns: :class:`RequestGate`, :func:`gated`, which wraps a processor, :func:`gated_nowait`,
 which wraps a synchronous fast path (a request answered without awaiting never waits for a slot
-while one is free, and needs no task). Replaces upstream's
+while one is free, and needs no task), and :func:`gated_run`, which wraps a run processor (the
+run holds one slot while it answers at once). Replaces upstream's
 per-family thread pools and their queues (``sendMessageThreadPoolNums`` /
 ``sendThreadPoolQueueCapacity`` ...): at most ``max_concurrency`` requests of a family run at
 once, at most ``max_waiting`` wait for a slot, and a request that waited longer than
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 
 from rocketpy.common.codes import ResponseCode
@@ -26,6 +27,7 @@ from rocketpy.remoting.transport.dispatch import (
     NowaitResult,
     Processor,
     RequestContext,
+    RunProcessor,
 )
 
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
@@ -189,6 +191,24 @@ def gated_nowait(
         return _release_after(gate, result)
 
     return run
+
+
+def gated_run(gate: RequestGate, run: RunProcessor) -> RunProcessor:
+    """``run`` holding one slot of ``gate`` while it answers; with no slot free it answers
+    nothing (each request then goes through the code's :func:`gated_nowait` form). A run
+    answers only what it can at once, so the slot is back before it returns."""
+
+    def run_gated(
+        ctx: RequestContext, requests: Sequence[RemotingCommand], out: list[NowaitResult]
+    ) -> None:
+        if not gate.try_acquire():
+            return
+        try:
+            run(ctx, requests, out)
+        finally:
+            gate.release()
+
+    return run_gated
 
 
 async def _release_after(

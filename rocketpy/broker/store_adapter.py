@@ -208,6 +208,26 @@ class MessageStoreAdapter:
             return None
         return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
 
+    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+        """For a run of sends handled at once (the send lane): what :meth:`put_message_nowait`
+        does per message once the checks it makes per message are made for the run. None when
+        a put would not be made at once now (refused, replicas, SYNC_FLUSH): each send then
+        goes alone. The run is synchronous, so what was checked holds until it ends (a SYNC
+        master's acceptance depends on the offsets the run appends: it has no lane); the
+        caller calls :meth:`appended` once it has."""
+        if self._sync_flush or (self.ha is not None and self.ha.sync_master):
+            return None
+        ha = self.auto_ha if self.auto_ha is not None else self.ha
+        if ha is not None and ha.waits_for_replicas(wait_store=True):
+            return None  # a send could wait for replicas
+        if self._refusal() is not None:
+            return None
+        return self.store.commit_log.nowait_appender()
+
+    def appended(self) -> None:
+        """The run of :meth:`nowait_appender` ended: wake what waits for new records."""
+        self.store.commit_log.appended()
+
     def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
         """:meth:`put_message`/:meth:`put_batch` appended now and acknowledged later, with no
         coroutine (a DLedger log's quorum): the refusal, or the future of the result; None --

@@ -110,6 +110,16 @@ class BrokerStore(Protocol):
         to wait for); the caller then awaits :meth:`put_message`."""
         ...
 
+    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+        """For a run of sends handled with no await between them (the send lane): what
+        :meth:`put_message_nowait` does per message, its per-message checks made once; None
+        when a put would not be made at once now. :meth:`appended` follows the run."""
+        ...
+
+    def appended(self) -> None:
+        """A run of :meth:`nowait_appender`'s appends ended: wake the store's dispatch."""
+        ...
+
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` when it needs no await, as :meth:`put_message_nowait`."""
         ...

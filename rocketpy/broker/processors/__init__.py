@@ -15,7 +15,7 @@ from rocketpy.broker.processors.lock import LockProcessor
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryMessageProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
-from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait
+from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait, gated_run
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.remoting.protocol.body.config_shapes import DelayOffsetTable
 from rocketpy.remoting.transport.dispatch import Processor, ProcessorRegistry
@@ -109,12 +109,15 @@ def build_registry(
     ]
     registry = ProcessorRegistry()
     nowait = send.nowait_handlers()
+    runs = send.run_handlers()
     for family_gate, handlers in families:
         for code, processor in handlers.items():
             fast = nowait.get(code)
+            run = runs.get(code)
             registry.register(
                 code,
                 gated(family_gate, processor),
                 nowait=None if fast is None else gated_nowait(family_gate, fast, processor),
+                run=None if run is None else gated_run(family_gate, run),
             )
     return registry

@@ -1,7 +1,8 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
 
-Owns: the send checks (``msgCheck``: broker role and permission, topic name, not-allowed topics,
-auto-creation through TBW102, queue id), retry-topic handling (``%RETRY%`` -> ``%DLQ%`` after
+Owns: the send path from a decoded request to its answer (the checks of ``msgCheck`` are in
+``send_check.py``), the send lane (:meth:`SendMessageProcessor.send_run_nowait`: the single
+sends of one read answered together), retry-topic handling (``%RETRY%`` -> ``%DLQ%`` after
 ``maxReconsumeTimes`` or while the group holds orderly locks), the broker's property additions
 (``MSG_REGION``, ``TRACE_ON``, ``CLUSTER``, ``UNIQ_KEY``), delay levels (``DELAY=n`` ->
 ``SCHEDULE_TOPIC_XXXX`` queue ``n-1`` with ``REAL_TOPIC``/``REAL_QID``, as ``HookUtils``), and
@@ -17,10 +18,11 @@ Decided: a batch stores each message's own properties plus the broker-added ones
 
 from __future__ import annotations
 
+import enum
 import functools
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from time import perf_counter
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -30,6 +32,7 @@ from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_answer import SendAnswers
 from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
+from rocketpy.broker.processors.send_check import MessageCheck
 from rocketpy.broker.processors.send_properties import SendProperties, too_large
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.timer_hook import TimerHook, TimerRefusal
@@ -53,7 +56,13 @@ from rocketpy.remoting.protocol.body.config_shapes import (
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
-from rocketpy.remoting.transport.dispatch import NowaitProcessor, Processor, RequestContext
+from rocketpy.remoting.transport.dispatch import (
+    NowaitProcessor,
+    NowaitResult,
+    Processor,
+    RequestContext,
+    RunProcessor,
+)
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -62,8 +71,16 @@ from rocketpy.store.commit_log.put_types import (
 
 log = structlog.get_logger(__name__)
 
-_SENDABLE_CACHE: Final = 4096
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
+#: A store append for the send lane (``MessageStoreAdapter.nowait_appender``).
+_Put = Callable[[MessageToStore], PutResult | None]
+
+
+class _Lane(enum.Enum):
+    """What the send lane makes of a request it leaves to be sent alone (nothing was done)."""
+
+    ALONE = 0
 
 
 @functools.lru_cache(maxsize=4096)  # a handful of peers send every message
@@ -86,8 +103,7 @@ class SendMessageProcessor:
     def __init__(self, rt: BrokerRuntime) -> None:
         """Args: ``rt`` the shared broker state."""
         self._rt = rt
-        #: Names that passed the (pure, name-only) topic checks: skipped on later sends.
-        self._sendable_topics: set[str] = set()
+        self._msg_check = MessageCheck(rt)
         self._props = SendProperties(rt)
         self._answers = SendAnswers()
         #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
@@ -108,6 +124,13 @@ class SendMessageProcessor:
             RequestCode.SEND_MESSAGE: self.send_message_nowait,
             RequestCode.SEND_MESSAGE_V2: self.send_message_nowait,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message_nowait,
+        }
+
+    def run_handlers(self) -> Mapping[int, RunProcessor]:
+        """Request code -> run form of its processor (:meth:`send_run_nowait`)."""
+        return {
+            RequestCode.SEND_MESSAGE: self.send_run_nowait,
+            RequestCode.SEND_MESSAGE_V2: self.send_run_nowait,
         }
 
     # -- helpers shared with the schedule service ----------------------------------------
@@ -168,14 +191,43 @@ class SendMessageProcessor:
         a stored send's answer as its whole frame (``send_answer.py``), a refusal as a command;
         otherwise the coroutine that finishes the send."""
         started = perf_counter()
-        result = self._send_message(ctx, request, started)
-        if isinstance(result, bytes | RemotingCommand):
+        result = self._send_message(ctx, request, started, None)
+        if isinstance(result, _ANSWERS):
             self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
+        elif result is _Lane.ALONE:  # only the lane leaves a request alone
+            raise AssertionError("a send without the lane was left alone")
         return result
 
+    def send_run_nowait(
+        self, ctx: RequestContext, requests: Sequence[RemotingCommand], out: list[NowaitResult]
+    ) -> None:
+        """The send lane: the single sends of one read answered as :meth:`send_message_nowait`
+        would, with one store appender for all (the store's checks made once, the reput woken
+        once) and one latency observation (their answers go out together at the end of the
+        read). It stops at the first request it cannot answer at once: one for a batch, one
+        whose properties the broker must read or change (retry topics, delays, transactions,
+        timers), or one the store cannot append now (a new segment, replicas to wait for,
+        SYNC_FLUSH: the appender is then None and the lane takes nothing)."""
+        rt = self._rt
+        put = rt.store.nowait_appender()
+        if put is None:
+            return
+        started = perf_counter()
+        try:
+            for request in requests:
+                result = self._send_message(ctx, request, started, put)
+                if result is _Lane.ALONE:
+                    return
+                out.append(result)
+        finally:
+            rt.store.appended()
+            if out:
+                rt.metrics.record_send_latency((perf_counter() - started) * 1000.0, len(out))
+
     def _send_message(
-        self, ctx: RequestContext, request: RemotingCommand, started: float
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+        self, ctx: RequestContext, request: RemotingCommand, started: float, put: _Put | None
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | Literal[_Lane.ALONE]:
+        """One send; ``put``: the lane's appender (None: the store's own nowait put)."""
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
@@ -190,12 +242,14 @@ class SendMessageProcessor:
         try:
             if rt.config.enable_topic_message_type_check:
                 check_topic_message_type(rt.topics, header)
-            topic_config = self._msg_check(ctx, header)
+            topic_config = self._msg_check.check(ctx, header)
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            if put is not None:
+                return _Lane.ALONE
             return self._send_batch(ctx, request, header, topic_config, started)
-        return self._send_one(ctx, request, header, topic_config, started)
+        return self._send_one(ctx, request, header, topic_config, started, put)
 
     def _ext(self) -> dict[str, str]:
         """The extFields every send response carries."""
@@ -212,60 +266,20 @@ class SendMessageProcessor:
     def _record_latency(self, started: float) -> None:
         self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
 
-    def _msg_check(self, ctx: RequestContext, h: SendMessageRequestHeader) -> TopicConfig:
-        """``msgCheck``: the topic's config (auto-created if allowed), or RemoteError."""
-        rt = self._rt
-        if not rt.broker_writable and rt.topics.is_order_topic(h.topic):
-            raise RemoteError(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{rt.config.broker_ip1}] sending message is forbidden",
-            )
-        if h.topic not in self._sendable_topics:
-            remark = tv.validate_topic(h.topic)
-            if remark is not None:
-                raise RemoteError(ResponseCode.INVALID_PARAMETER, remark)
-            if tv.is_not_allowed_send_topic(h.topic):
-                raise RemoteError(
-                    ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden."
-                )
-            if len(self._sendable_topics) >= _SENDABLE_CACHE:
-                self._sendable_topics.clear()
-            self._sendable_topics.add(h.topic)
-        topic_config = rt.topics.select(h.topic)
-        if topic_config is None:
-            log.warning("the topic not exist", topic=h.topic, producer=ctx.channel.peer)
-            topic_config = rt.topics.create_in_send(
-                h.topic, h.default_topic, h.default_topic_queue_nums, 0, ctx.channel.peer
-            )
-            if topic_config is None and tv.is_retry_topic(h.topic):
-                topic_config = rt.topics.create_in_send_back(h.topic, 1, PERM_READ | PERM_WRITE)
-            if topic_config is None:
-                raise RemoteError(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{h.topic}] not exist, apply first please!",
-                )
-        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-        if h.queue_id >= valid:
-            raise RemoteError(
-                ResponseCode.INVALID_PARAMETER,
-                f"request queueId[{h.queue_id}] is illegal, {topic_config} Producer: "
-                f"{ctx.channel.peer}",
-            )
-        return topic_config
-
     def _pick_queue(self, h: SendMessageRequestHeader, topic_config: TopicConfig) -> int:
         if h.queue_id >= 0:
             return h.queue_id
         return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
 
-    def _send_one(
+    def _send_one(  # noqa: PLR0917 -- positional: called per message
         self,
         ctx: RequestContext,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+        put: _Put | None,
+    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | Literal[_Lane.ALONE]:
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
@@ -275,6 +289,8 @@ class SendMessageProcessor:
         if fast is not None:
             topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
             text, uniq = fast
+        elif put is not None:
+            return _Lane.ALONE
         else:
             routed = self._decoded_route(request, h, queue_id, topic_config)
             if isinstance(routed, RemotingCommand):
@@ -292,10 +308,12 @@ class SendMessageProcessor:
             properties=text,
             wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
         )
-        result = rt.store.put_message_nowait(msg)
+        result = rt.store.put_message_nowait(msg) if put is None else put(msg)
         if result is not None:  # the hot path: appended, nothing to wait for
             self._record_one(msg, result)
             return self._put_frame(request, result, queue_id, uniq)
+        if put is not None:
+            return _Lane.ALONE
         return self._answer_put(
             msg,
             lambda: self._put_one(request, msg, queue_id, uniq),
@@ -538,6 +556,10 @@ class SendMessageProcessor:
     ) -> RemotingCommand:
         """``consumerSendMsgBack`` (:mod:`.send_back`)."""
         return await consumer_send_msg_back(self._rt, self.apply_delay, request)
+
+
+#: What a send answers at once: a command, or a stored send's whole frame.
+_ANSWERS: Final = (bytes, RemotingCommand)
 
 
 def _sys_flag(sent: int, topic_config: TopicConfig) -> int:

@@ -7,9 +7,11 @@ contained task through :func:`dispatch`, matches responses to this side's pendin
 opaque, and coalesces writes (the answers to one read in one ``write`` at its end, others every
 few frames or at the end of the loop turn). A request
 whose processor has a synchronous form (``ProcessorRegistry.lookup_nowait``) is answered straight
-from ``data_received`` without a task. Implements the
-:class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the per-channel parts of
-``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand) and ``NettyDecoder``.
+from ``data_received`` without a task; the requests of one read are decoded first, and a run of
+consecutive requests of a code with a run form (``lookup_run``) goes to it in one call.
+Implements the :class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the
+per-channel parts of ``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand)
+and ``NettyDecoder``.
 
 A malformed or oversized frame is logged with the peer address and closes this connection only. When
 the connection dies every pending request fails with :class:`ConnectionClosed` chained to the cause.
@@ -42,9 +44,12 @@ from rocketpy.remoting.protocol.frame import (
 from rocketpy.remoting.transport.dispatch import (
     ProcessorRegistry,
     RequestContext,
+    RunProcessor,
+    Settled,
     answer_of,
     dispatch,
     dispatch_nowait,
+    dispatch_run,
 )
 
 log = structlog.get_logger(__name__)
@@ -263,7 +268,9 @@ class Connection(asyncio.Protocol):
                 "decode error, closing channel", peer=self._peer, error=str(e), name=self._name
             )
             self._fail_pending(e)
-            self.abort()
+            # The answers to the frames before the bad one still go out (their sends are
+            # stored); nothing more is read.
+            self.close()
             return
         finally:
             self._reading = False
@@ -277,19 +284,67 @@ class Connection(asyncio.Protocol):
 
     def _drain_frames(self) -> None:
         buf = self._buf
-        while not self._closed:
-            available = len(buf) - self._pos
-            if self._need == 0:
-                if available < 4:
+        cmds: list[RemotingCommand] = []
+        try:
+            while True:
+                available = len(buf) - self._pos
+                if self._need == 0:
+                    if available < 4:
+                        return
+                    self._need = read_length(buf[self._pos : self._pos + 4], self._limits)
+                if available < 4 + self._need:
                     return
-                self._need = read_length(buf[self._pos : self._pos + 4], self._limits)
-            if available < 4 + self._need:
-                return
-            start = self._pos + 4
-            payload = buf[start : start + self._need]  # one copy: decode_frame copies the body
-            self._pos = start + self._need
-            self._need = 0
-            self._on_command(decode_frame(payload))
+                start = self._pos + 4
+                payload = buf[start : start + self._need]  # one copy: decode_frame copies the body
+                self._pos = start + self._need
+                self._need = 0
+                cmds.append(decode_frame(payload))
+        finally:
+            # The frames before a malformed one are still handled (then the channel closes).
+            if cmds:
+                self._handle(cmds)
+
+    def _handle(self, cmds: list[RemotingCommand]) -> None:
+        """Handle the commands of one read in order; consecutive requests of a code with a
+        run form (``ProcessorRegistry.lookup_run``) go to it together."""
+        registry = self._registry
+        i, n = 0, len(cmds)
+        while i < n and not self._closed:
+            cmd = cmds[i]
+            run = None
+            if registry is not None and i + 1 < n and not cmd.flag & RPC_TYPE_RESPONSE:
+                run = registry.lookup_run(cmd.code)
+            if run is None:
+                self._on_command(cmd)
+                i += 1
+                continue
+            end = i + 1
+            code = cmd.code
+            while end < n and cmds[end].code == code and not cmds[end].flag & RPC_TYPE_RESPONSE:
+                end += 1
+            i = self._on_run(run, cmds, i, end)
+
+    def _on_run(self, run: RunProcessor, cmds: list[RemotingCommand], i: int, end: int) -> int:
+        """Requests ``cmds[i:end]`` (one code) through ``run``: where it stops, that request
+        goes alone and the run goes on after it; once it answers none, the rest go alone.
+        Returns ``end``."""
+        while i < end and not self._closed:
+            if end - i < 2 or self.inflight >= self._max_inflight:
+                break
+            batch = cmds[i:end]
+            settled = dispatch_run(run, self._ctx, batch)
+            if not settled:
+                break
+            for request, result in zip(batch, settled, strict=False):
+                self._deliver(request, result)
+            i += len(settled)
+            if i < end:  # the run stopped at this request: it goes alone
+                self._on_command(cmds[i])
+                i += 1
+        while i < end and not self._closed:
+            self._on_command(cmds[i])
+            i += 1
+        return end
 
     def _on_response(self, cmd: RemotingCommand) -> None:
         fut = self._pending.pop(cmd.opaque, None)
@@ -325,7 +380,10 @@ class Connection(asyncio.Protocol):
             self._tasks.spawn(self._process(cmd))
             return
         # The synchronous fast path: answered here, no task unless the processor must wait.
-        result = dispatch_nowait(nowait, self._ctx, cmd)
+        self._deliver(cmd, dispatch_nowait(nowait, self._ctx, cmd))
+
+    def _deliver(self, cmd: RemotingCommand, result: Settled) -> None:
+        """Write, or arrange to write, what dispatching ``cmd`` settled on."""
         if result is None:
             return
         if isinstance(result, bytes):

@@ -15,12 +15,15 @@ opaque) -- or, when it must wait, an awaitable the connection runs as a containe
 (:func:`dispatch_nowait`). An
 :class:`asyncio.Future` is the exception: its work is done but for an acknowledgement (a DLedger
 quorum), and the connection answers from its done callback (:func:`answer_of`), with no task.
+A code may also have a :data:`RunProcessor` for the requests of it that arrive one after another
+in one read (the send lane): one call answers as many as it can at once, sharing per read what a
+request would do for itself (:func:`dispatch_run`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,7 +31,7 @@ import structlog
 
 from rocketpy.common.codes import ResponseCode, request_code_name
 from rocketpy.common.errors import CodecError, ControllerError, RemoteError, RocketPyError
-from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.command import RPC_ONEWAY, RemotingCommand
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +78,20 @@ NowaitResult = RemotingCommand | bytes | None | Awaitable[RemotingCommand | None
 #: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
 #: whole frame) or returns an awaitable of a command or None when it has to wait.
 NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
+#: Answers a run of requests of one code, in their order, appending to the list it is given
+#: each one's result as the code's :data:`NowaitProcessor` would return it; it stops at the
+#: first request it cannot answer at once, having done nothing for it (that request and the
+#: rest then go one at a time).
+RunProcessor = Callable[[RequestContext, Sequence[RemotingCommand], list[NowaitResult]], None]
+#: What :func:`dispatch_nowait` makes of a result: the response to write (a command or its
+#: frame; None: nothing), a coroutine finishing the request, or a processor's own future.
+Settled = (
+    RemotingCommand
+    | bytes
+    | Coroutine[Any, Any, RemotingCommand | None]
+    | asyncio.Future[RemotingCommand | None]
+    | None
+)
 
 
 class ProcessorRegistry:
@@ -83,21 +100,32 @@ class ProcessorRegistry:
     def __init__(self) -> None:
         self._table: dict[int, Processor] = {}
         self._nowait: dict[int, NowaitProcessor] = {}
+        self._run: dict[int, RunProcessor] = {}
         self._default: Processor | None = None
 
     def register(
-        self, code: int, processor: Processor, *, nowait: NowaitProcessor | None = None
+        self,
+        code: int,
+        processor: Processor,
+        *,
+        nowait: NowaitProcessor | None = None,
+        run: RunProcessor | None = None,
     ) -> None:
         """Route ``code`` to ``processor`` (later registrations replace earlier ones).
 
         ``nowait``, when given, is the same processor as a :data:`NowaitProcessor`, which the
-        connection prefers (it must behave exactly as ``processor``).
+        connection prefers (it must behave exactly as ``processor``); ``run`` (only with
+        ``nowait``) the same for runs of requests, answering each as ``nowait`` would.
         """
         self._table[int(code)] = processor
         if nowait is None:
             self._nowait.pop(int(code), None)
         else:
             self._nowait[int(code)] = nowait
+        if run is None or nowait is None:
+            self._run.pop(int(code), None)
+        else:
+            self._run[int(code)] = run
 
     def register_default(self, processor: Processor) -> None:
         """Processor for codes without their own entry."""
@@ -110,6 +138,10 @@ class ProcessorRegistry:
     def lookup_nowait(self, code: int) -> NowaitProcessor | None:
         """The synchronous form of ``code``'s processor, if it has one."""
         return self._nowait.get(code)
+
+    def lookup_run(self, code: int) -> RunProcessor | None:
+        """The run form of ``code``'s processor, if it has one."""
+        return self._run.get(code)
 
     def codes(self) -> frozenset[int]:
         """Codes with their own processor."""
@@ -147,13 +179,7 @@ async def dispatch(
 
 def dispatch_nowait(
     processor: NowaitProcessor, ctx: RequestContext, request: RemotingCommand
-) -> (
-    RemotingCommand
-    | bytes
-    | Coroutine[Any, Any, RemotingCommand | None]
-    | asyncio.Future[RemotingCommand | None]
-    | None
-):
+) -> Settled:
     """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (a command or its
     frame; None: nothing), or, when the processor has to wait, a coroutine that finishes the
     request as :func:`dispatch` would (the caller runs it as a task and writes its result), or
@@ -162,6 +188,30 @@ def dispatch_nowait(
         result = processor(ctx, request)
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
         result = _error_response(ctx, request, e)
+    return _settle(ctx, request, result)
+
+
+def dispatch_run(
+    run: RunProcessor, ctx: RequestContext, requests: Sequence[RemotingCommand]
+) -> list[Settled]:
+    """:func:`dispatch_nowait` for a :data:`RunProcessor`: the settled results of the first
+    requests of ``requests`` it answered (maybe none; the caller dispatches the rest one at a
+    time). A request whose answer raised gets the error's response; the run ends there."""
+    out: list[NowaitResult] = []
+    try:
+        run(ctx, requests, out)
+    except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
+        out.append(_error_response(ctx, requests[len(out)], e))
+    settled: list[Settled] = []
+    for request, result in zip(requests, out, strict=False):  # out is a prefix
+        if type(result) is bytes:  # a stored send's frame (the lane's usual answer)
+            settled.append(None if request.flag & RPC_ONEWAY else result)
+        else:
+            settled.append(_settle(ctx, request, result))
+    return settled
+
+
+def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult) -> Settled:
     if isinstance(result, bytes):
         return None if request.is_oneway else result
     if result is None or isinstance(result, RemotingCommand):

@@ -213,6 +213,18 @@ class CommitLog:
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
 
+    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+        """:meth:`put_message_nowait` for a run of puts with no await between them: the append
+        alone, its checks made once (None where it would not append at once). The caller
+        calls :meth:`appended` after the run, which wakes the flush and the reput once."""
+        if self.sync_flush or not self.writable or self.disk_full:
+            return None
+        return self._append_nowait
+
+    def appended(self) -> None:
+        """A run of :meth:`nowait_appender` ended (whatever it appended)."""
+        self._on_append()
+
     def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
         """A put appended now and acknowledged later, with no coroutine: the result, or the
         future of it once appended. None here: this log appends at once

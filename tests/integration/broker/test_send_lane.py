@@ -1,0 +1,129 @@
+"""The send lane: many sends in one read, answered as one at a time would answer them.
+
+A raw socket writes a whole pipeline of frames at once, so the broker decodes them from one read
+and hands its consecutive single sends to the run form of the send processor
+(``SendMessageProcessor.send_run_nowait``). Sends the lane leaves alone (a delay level, a batch)
+and a oneway send sit among them; a malformed frame may end the read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.common.message.batch_body import encode_batch_body
+from rocketpy.common.message.properties import encode_properties
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
+from tests.helpers.broker_client import JavaLikeClient, decode_records, subscription
+from tests.integration.broker.conftest import BrokerFactory, dispatched
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "LaneTopic"
+
+
+def _send(client: JavaLikeClient, i: int, *, oneway: bool = False, delay: bool = False) -> bytes:
+    props = {"UNIQ_KEY": f"LANE{i:028d}", "WAIT": "true", "KEYS": f"k{i}"}
+    if delay:
+        props["DELAY"] = "1"
+    ext = client.send_header(TOPIC, 0, props)
+    request = RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2, ext, f"m{i}".encode(), oneway=oneway
+    )
+    return encode_frame(request)
+
+
+def _batch(client: JavaLikeClient) -> bytes:
+    ext = client.send_header(TOPIC, 1, {"WAIT": "true"}, batch=True)
+    body = encode_batch_body(
+        (0, f"b{j}".encode(), encode_properties({"UNIQ_KEY": f"BATCH{j:027d}"})) for j in range(3)
+    )
+    return encode_frame(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body))
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> dict[int, RemotingCommand]:
+    """``count`` response frames, by opaque."""
+    out: dict[int, RemotingCommand] = {}
+    async with asyncio.timeout(10):
+        while len(out) < count:
+            (length,) = struct.unpack(">i", await reader.readexactly(4))
+            cmd = decode_frame(await reader.readexactly(length))
+            out[cmd.opaque] = cmd
+    return out
+
+
+def _opaque(frame: bytes) -> int:
+    return decode_frame(frame[4:]).opaque
+
+
+async def test_sends_of_one_read_are_answered_and_stored_in_their_order(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A first send makes the topic and the commit log's first segment (until then each
+    send waits for the segment, and waiting sends may take their offsets in any order, as
+    upstream's send threads). 2. One write carries 10 sends, a send with a delay level, a
+    batch, 5 sends, a oneway send and 3 more sends, all but the batch to queue 0. Expected:
+    every request but the oneway one answered SUCCESS; the 19 plain sends (the oneway one
+    included) hold queue offsets 1..19 of queue 0 in the order written, and a pull reads them
+    back in that order; the delayed one went to the schedule topic, the batch to queue 1."""
+    broker = await broker_factory()
+    first = await client.send(broker.address, TOPIC, b"first")
+    assert (first.code, first.ext("queueOffset")) == (ResponseCode.SUCCESS, "0")
+    plain = [_send(client, i) for i in range(10)]
+    delayed = _send(client, 100, delay=True)
+    batch = _batch(client)
+    plain += [_send(client, i) for i in range(10, 15)]
+    oneway = _send(client, 15, oneway=True)
+    tail = [_send(client, i) for i in range(16, 19)]
+    frames = [*plain[:10], delayed, batch, *plain[10:], oneway, *tail]
+    answered = [f for f in frames if f is not oneway]
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames))
+        await writer.drain()
+        answers = await _answers(reader, len(answered))
+    finally:
+        writer.close()
+    assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
+    in_order = [*plain, tail[0], tail[1], tail[2]]
+    offsets = [answers[_opaque(f)].ext_fields["queueOffset"] for f in in_order]
+    # The oneway send took offset 15 between the fifth of the second group and the tail.
+    assert offsets == [str(o) for o in [*range(1, 16), 17, 18, 19]]
+    assert answers[_opaque(batch)].ext_fields["queueId"] == "1"
+    await dispatched(broker, TOPIC, 20)
+    await client.heartbeat(broker.address, "g", (subscription(TOPIC),))
+    pulled = await client.pull(broker.address, "g", TOPIC, 1, max_nums=32, expression="*")
+    assert pulled.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_records(pulled.body or b"")] == [
+        f"m{i}".encode() for i in range(19)
+    ]
+    assert broker.store.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
+
+
+async def test_a_malformed_frame_after_sends_ends_the_read_after_their_answers(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A first send makes the topic and the first segment. 2. One write carries 6 sends,
+    then a frame whose header is not JSON. Expected: the 6 are answered SUCCESS and stored
+    (queue offsets 1..6), then the broker closes the connection (EOF)."""
+    broker = await broker_factory()
+    assert (await client.send(broker.address, TOPIC, b"first")).code == ResponseCode.SUCCESS
+    frames = [_send(client, i) for i in range(6)]
+    garbage = struct.pack(">ii", 12, 4) + b"{{{{" + b"zzzz"
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames) + garbage)
+        await writer.drain()
+        answers = await _answers(reader, len(frames))
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""
+    finally:
+        writer.close()
+    assert [answers[_opaque(f)].ext_fields["queueOffset"] for f in frames] == [
+        str(i) for i in range(1, 7)
+    ]
+    await dispatched(broker, TOPIC, 7)
