@@ -38,8 +38,8 @@ class DispatchRequest:
 class CommitLogDispatcher(Protocol):
     """Receives every record the reput service dispatches, in CommitLog order. One may also
     define ``dispatch_run(run)``: :meth:`dispatch` for each record of a run (consecutive
-    records of one queue, a batch's) in order, with what they share done once; the reput then
-    calls it for runs."""
+    records in CommitLog order, of any queues: a dispatch pass) in order, with what they share
+    done once; the reput then calls it once per pass."""
 
     def dispatch(self, request: DispatchRequest, /) -> None:
         """Index or enqueue one record; must not block on the disk. ``request`` may be shared

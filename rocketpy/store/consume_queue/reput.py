@@ -20,7 +20,12 @@ import structlog
 from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.message.decoder import read_record
 from rocketpy.common.message.properties import tags_code_of
-from rocketpy.common.message.record import INT32, is_prepared_or_rollback
+from rocketpy.common.message.record import (
+    INT32,
+    TRANSACTION_TYPE_MASK,
+    UNCONSUMABLE_TYPES,
+    is_prepared_or_rollback,
+)
 from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
@@ -30,6 +35,8 @@ log = structlog.get_logger(__name__)
 
 #: How long the reput waits before trying again a consume-queue write that found no disk blocks.
 DISK_RETRY_S = 1.0
+#: Records in one dispatch pass at most (the dispatchers and arrival are told once per pass).
+PASS_RECORDS = 1024
 
 #: Told of every consumable record dispatched: (topic, queue id, the queue's new max offset,
 #: tags code) -- long polling's ``arriving``. Prepared and rolled-back transaction records are
@@ -114,6 +121,25 @@ def scan_record(
     )
 
 
+def _tell_arrival(done: list[DispatchRequest], on_arrival: ArrivalHook) -> None:
+    """Arrival for the consumable records of a pass: once per queue and tags code, each with
+    the queue's new max offset (what long polling compares its pulls with)."""
+    tags_of: dict[tuple[str, int], dict[int, None]] = {}
+    max_of: dict[tuple[str, int], int] = {}
+    for r in done:
+        if r.sys_flag & TRANSACTION_TYPE_MASK in UNCONSUMABLE_TYPES:
+            continue
+        queue = (r.topic, r.queue_id)
+        max_of[queue] = r.consume_queue_offset + 1
+        tags = tags_of.get(queue)
+        if tags is None:
+            tags = tags_of[queue] = {}
+        tags[r.tags_code] = None
+    for queue, tags in tags_of.items():
+        for tags_code in tags:
+            on_arrival(queue[0], queue[1], max_of[queue], tags_code)
+
+
 class ReputService:
     """Dispatches from ``reput_from`` up to ``bound()``; woken after appends and flushes.
 
@@ -170,34 +196,72 @@ class ReputService:
         self, put_cq: PutCq, *, notify: bool = True, upto: int | None = None
     ) -> None:
         """Dispatch every whole record below the bound (and below ``upto`` when given: the
-        start-up re-dispatch goes a slice at a time), a run at a time. ``put_cq`` builds a
-        record's consume-queue unit (awaited when it returns an awaitable); ``notify=False``
-        tells arrival nothing."""
+        start-up re-dispatch goes a slice at a time), a pass at a time (:meth:`_pass`).
+        ``put_cq`` builds a record's consume-queue unit (awaited when it returns an
+        awaitable); ``notify=False`` tells arrival nothing."""
         bound = self.bound() if upto is None else min(self.bound(), upto)
         on_arrival = self.on_arrival if notify else None
-        dispatchers = self.dispatchers
         req = self._take(self.reput_from, bound)
         while req is not None:
+            req = await self._pass(req, bound, put_cq, on_arrival)
+
+    async def _pass(
+        self,
+        req: DispatchRequest,
+        bound: int,
+        put_cq: PutCq,
+        on_arrival: ArrivalHook | None,
+    ) -> DispatchRequest | None:
+        """One pass from ``req`` (the record at ``reput_from``): the consume-queue units of up
+        to :data:`PASS_RECORDS` records (:meth:`_put_units`), then the pass to each dispatcher
+        (``dispatch_run`` when it has one), ``reput_from`` past it, and arrival told once per
+        queue and tags code with the queue's new max offset. Returns the request the next pass
+        starts with: taken again from ``reput_from`` after an await (what was taken before it
+        may lie past a truncation made meanwhile)."""
+        done, after, awaited = await self._put_units(req, bound, put_cq)
+        for d in self.dispatchers:
+            dispatch_run = getattr(d, "dispatch_run", None)  # optional (CommitLogDispatcher)
+            if dispatch_run is not None:
+                dispatch_run(done)
+            else:
+                for r in done:
+                    d.dispatch(r)
+        last = done[-1]
+        self.reput_from = last.commit_log_offset + last.msg_size
+        for r in reversed(done):
+            if r.scanned:
+                self.scanned = (r.store_timestamp, r.commit_log_offset + r.msg_size)
+                break
+        if on_arrival is not None:
+            _tell_arrival(done, on_arrival)
+        if awaited or after is None:
+            return self._take(self.reput_from, bound)
+        return after
+
+    async def _put_units(
+        self, req: DispatchRequest, bound: int, put_cq: PutCq
+    ) -> tuple[list[DispatchRequest], DispatchRequest | None, bool]:
+        """The consume-queue units of the records from ``req`` on, a run of :meth:`_gather`
+        with one pack, until the bound, :data:`PASS_RECORDS` records or an await: (the records
+        done, the request taken after them if any, whether it awaited)."""
+        done: list[DispatchRequest] = []
+        while True:
             run, after = self._gather(req, bound)
             if run is not None:
-                awaited = await self._dispatch_run(run, put_cq, on_arrival)
+                done += run
+                if await self._put_cq_run(run, put_cq):
+                    return done, after, True
             else:
-                # A record alone (a single message; queues interleave): what _dispatch_run does,
-                # without a list or a coroutine per message.
+                done.append(req)
                 pending = put_cq(req)
-                awaited = pending is not None
                 if pending is not None:
                     await pending
-                for d in dispatchers:
-                    d.dispatch(req)
-                self.reput_from = end = req.commit_log_offset + req.msg_size
-                if req.scanned:
-                    self.scanned = (req.store_timestamp, end)
-                if on_arrival is not None and not is_prepared_or_rollback(req.sys_flag):
-                    on_arrival(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code)
-            if after is None or awaited:
-                # What was taken before an await may lie past a truncation made meanwhile.
-                after = self._take(self.reput_from, bound)
+                    return done, after, True
+            if after is None:
+                last = done[-1]
+                after = self._take(last.commit_log_offset + last.msg_size, bound)
+            if after is None or len(done) >= PASS_RECORDS:
+                return done, after, False
             req = after
 
     def _take(self, offset: int, bound: int) -> DispatchRequest | None:
@@ -278,13 +342,10 @@ class ReputService:
             queue_offset += 1
         return run, None
 
-    async def _dispatch_run(
-        self, run: list[DispatchRequest], put_cq: PutCq, on_arrival: ArrivalHook | None
-    ) -> bool:
-        """Dispatch a run of :meth:`_gather`: its consume-queue units with one pack (per record
-        through ``put_cq`` when the queue cannot take them at once), each record to the
-        dispatchers, arrival told once per tags code with the run's new max offset. Returns
-        whether it awaited."""
+    async def _put_cq_run(self, run: list[DispatchRequest], put_cq: PutCq) -> bool:
+        """The consume-queue units of a run of :meth:`_gather`: with one pack, else (the
+        queue cannot take them at once) per record through ``put_cq``. Returns whether it
+        awaited."""
         awaited = False
         if self.put_run is None or not self.put_run(run):
             for req in run:
@@ -292,22 +353,6 @@ class ReputService:
                 if pending is not None:
                     awaited = True
                     await pending
-        for d in self.dispatchers:
-            dispatch_run = getattr(d, "dispatch_run", None)  # optional (CommitLogDispatcher)
-            if dispatch_run is not None:
-                dispatch_run(run)
-            else:
-                for req in run:
-                    d.dispatch(req)
-        last = run[-1]
-        self.reput_from = last.commit_log_offset + last.msg_size
-        for req in reversed(run):
-            if req.scanned:
-                self.scanned = (req.store_timestamp, req.commit_log_offset + req.msg_size)
-                break
-        if on_arrival is not None:
-            for tags in dict.fromkeys([req.tags_code for req in run]):
-                on_arrival(last.topic, last.queue_id, last.consume_queue_offset + 1, tags)
         return awaited
 
     def _partial_tail(self, bound: int) -> bool:

@@ -265,7 +265,8 @@ class IndexService:
 
     def dispatch_run(self, run: Sequence[DispatchRequest], /) -> None:
         """:meth:`dispatch` for each record of a run (consecutive records, ascending offsets:
-        a batch), the keys written to the current file with one call, its header packed once.
+        a dispatch pass), the keys written to the current file with one call, its header
+        packed once.
         The same entries in the same order as one :meth:`dispatch` per record."""
         floor = self._last_indexed_offset()
         items: list[tuple[str, int, int]] = []
