@@ -113,10 +113,14 @@ class BrokerMetrics:
 
     def record_put(self, topic: str, queue_id: int, nbytes: int) -> None:
         """One message of ``nbytes`` body bytes was stored in a queue."""
-        row = self._row(topic, queue_id)
+        row = self.queues.get((topic, queue_id))  # per message: the lookup without a call
+        if row is None:
+            row = self._row(topic, queue_id)
         row[_PUT_MSGS] += 1
         row[_PUT_BYTES] += nbytes
-        hist = self._size_histogram(topic)
+        hist = self.message_size.get(topic)
+        if hist is None:
+            hist = self._size_histogram(topic)
         hist.observe(nbytes)
 
     def record_puts(self, topic: str, queue_id: int, sizes: list[int]) -> None:

@@ -21,6 +21,7 @@ import errno
 import mmap
 import os
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -73,6 +74,16 @@ def reserve_blocks(path: Path, allocated: int, end: int, limit: int) -> int:
     return upto
 
 
+def _closed_map() -> mmap.mmap:
+    mapping = mmap.mmap(-1, 1)
+    mapping.close()
+    return mapping
+
+
+#: What a closed file's ``buffer`` is: any access raises ValueError ("mmap closed or invalid").
+_CLOSED_MAP: Final = _closed_map()
+
+
 class MappedFile:
     """A mapped segment; ``file_from_offset`` is its first byte's global offset."""
 
@@ -81,6 +92,10 @@ class MappedFile:
         self.file_from_offset = file_from_offset
         self.size = size
         self._map: mmap.mmap | None = mapping
+        #: The mapping, for code that encodes or decodes in place (``struct.pack_into``): an
+        #: attribute, not a property (read per record); a closed map once closed, on which
+        #: every access raises ValueError.
+        self.buffer: mmap.mmap = mapping
         self.wrote_position = 0
         self.flushed_position = 0
         # Pages below this position were released from the mapping (still in the file).
@@ -159,11 +174,6 @@ class MappedFile:
         if self._map is None:
             raise ValueError(f"mapped file {self.path} is closed")
         return self._map
-
-    @property
-    def buffer(self) -> mmap.mmap:
-        """The mapping, for writers that encode in place (``struct.pack_into``)."""
-        return self._mapping
 
     @property
     def remaining(self) -> int:
@@ -273,6 +283,7 @@ class MappedFile:
         """Unmap; idempotent. Blocks."""
         mapping, self._map = self._map, None
         if mapping is not None:
+            self.buffer = _CLOSED_MAP
             mapping.close()
 
     def destroy(self) -> None:

@@ -206,6 +206,18 @@ def from_ext(cls: type[T], ext: Mapping[str, str] | None) -> T:
     return cast(T, decoder(ext or _EMPTY))
 
 
+def ext_decoder(
+    cls: type[T], keys: tuple[str, ...] | None = None
+) -> Callable[[Mapping[str, str]], T]:
+    """The decoder :func:`from_ext` (``keys`` None) or :func:`from_ext_keys` uses for ``cls``,
+    for a caller that decodes per message and keeps it (no lookup per call; give it
+    :data:`EMPTY_EXT` for absent ``extFields``)."""
+    decoder = _DECODERS.get((cls, keys))
+    if decoder is None:
+        decoder = _compile_decoder(cls, keys)
+    return cast(Callable[[Mapping[str, str]], T], decoder)
+
+
 def from_ext_keys(cls: type[T], keys: tuple[str, ...], ext: Mapping[str, str] | None) -> T:
     """Like :func:`from_ext`, but field ``i`` of ``cls`` is read from ``ext[keys[i]]`` -- one
     class decoded from another wire shape (SEND_MESSAGE_V2's ``a``..``n`` into V1's fields)."""
@@ -216,6 +228,8 @@ def from_ext_keys(cls: type[T], keys: tuple[str, ...], ext: Mapping[str, str] | 
 
 
 _EMPTY: Final[Mapping[str, str]] = types.MappingProxyType({})
+#: No ``extFields``, for an :func:`ext_decoder`.
+EMPTY_EXT: Final = _EMPTY
 _DECODERS: dict[tuple[type, tuple[str, ...] | None], Callable[[Mapping[str, str]], Any]] = {}
 
 

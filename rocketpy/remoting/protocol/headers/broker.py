@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from rocketpy.remoting.protocol.headers.base import from_ext, from_ext_keys, wire
+from rocketpy.remoting.protocol.headers.base import (
+    EMPTY_EXT,
+    ext_decoder,
+    from_ext,
+    wire,
+)
 
 # -- send ------------------------------------------------------------------------------------
 
@@ -113,12 +118,14 @@ def decode_send_header(code: int, ext: dict[str, str] | None) -> SendMessageRequ
     """
     if code in (310, 320):
         # Straight into the V1 form (what send_header_from_v2 does, without the V2 object).
-        return from_ext_keys(SendMessageRequestHeader, _V2_KEYS, ext)
+        return _DECODE_V2(EMPTY_EXT if ext is None else ext)
     return from_ext(SendMessageRequestHeader, ext)
 
 
 #: The V2 key of each V1 field, in V1's field order (createSendMessageRequestHeaderV1).
 _V2_KEYS: Final = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l", "n")
+#: SEND_MESSAGE_V2's extFields into the V1 header (``from_ext_keys``'s decoder, kept).
+_DECODE_V2: Final = ext_decoder(SendMessageRequestHeader, _V2_KEYS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
