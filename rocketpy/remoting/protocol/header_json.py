@@ -23,6 +23,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 UNKNOWN_LANGUAGE: Final = -1
 _NAMES: Final = {c.value: c.name for c in LanguageCode}
 _BY_NAME: Final = {c.name: c.value for c in LanguageCode}
+_ONLY_STR: Final = frozenset({str})
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
@@ -85,9 +86,8 @@ def _ext_fields(value: Any) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict):
         raise CodecError("extFields must be an object", field="extFields")
-    for v in value.values():
-        if type(v) is not str:
-            return {str(k): _text(v) for k, v in value.items() if v is not None}
+    if not _ONLY_STR.issuperset(map(type, value.values())):  # per request: the check in C
+        return {str(k): _text(v) for k, v in value.items() if v is not None}
     return value  # Java/Go clients: JSON object keys are str already, values all strings
 
 
