@@ -154,5 +154,13 @@ def batch_fields_fit(batch: MessageBatch) -> bool:
         and JAVA_INT_MIN <= batch.queue_id <= JAVA_INT_MAX
         and JAVA_INT_MIN <= batch.reconsume_times <= JAVA_INT_MAX
         and JAVA_LONG_MIN <= batch.born_timestamp <= JAVA_LONG_MAX
-        and all(JAVA_INT_MIN <= flag <= JAVA_INT_MAX for flag, _, _ in batch.items)
+        and _flags_fit(batch.items)
     )
+
+
+def _flags_fit(items: list[tuple[int, bytes, str]]) -> bool:
+    """Every item's flag within int32 (one comprehension, not a generator resumed per item)."""
+    if not items:
+        return True
+    flags: list[int] = [item[0] for item in items]
+    return min(flags) >= JAVA_INT_MIN and max(flags) <= JAVA_INT_MAX
