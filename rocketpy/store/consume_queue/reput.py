@@ -212,57 +212,58 @@ class ReputService:
         put_cq: PutCq,
         on_arrival: ArrivalHook | None,
     ) -> DispatchRequest | None:
-        """One pass from ``req`` (the record at ``reput_from``): the consume-queue units of up
-        to :data:`PASS_RECORDS` records (:meth:`_put_units`), then the pass to each dispatcher
-        (``dispatch_run`` when it has one), ``reput_from`` past it, and arrival told once per
-        queue and tags code with the queue's new max offset. Returns the request the next pass
-        starts with: taken again from ``reput_from`` after an await (what was taken before it
-        may lie past a truncation made meanwhile)."""
-        done, after, awaited = await self._put_units(req, bound, put_cq)
-        for d in self.dispatchers:
-            dispatch_run = getattr(d, "dispatch_run", None)  # optional (CommitLogDispatcher)
-            if dispatch_run is not None:
-                dispatch_run(done)
-            else:
-                for r in done:
-                    d.dispatch(r)
-        last = done[-1]
-        self.reput_from = last.commit_log_offset + last.msg_size
-        for r in reversed(done):
-            if r.scanned:
-                self.scanned = (r.store_timestamp, r.commit_log_offset + r.msg_size)
-                break
-        if on_arrival is not None:
-            _tell_arrival(done, on_arrival)
-        if awaited or after is None:
-            return self._take(self.reput_from, bound)
-        return after
-
-    async def _put_units(
-        self, req: DispatchRequest, bound: int, put_cq: PutCq
-    ) -> tuple[list[DispatchRequest], DispatchRequest | None, bool]:
-        """The consume-queue units of the records from ``req`` on, a run of :meth:`_gather`
-        with one pack, until the bound, :data:`PASS_RECORDS` records or an await: (the records
-        done, the request taken after them if any, whether it awaited)."""
+        """One pass from ``req`` (the record at ``reput_from``): the consume-queue units of the
+        records from it on (a run of :meth:`_gather` with one pack) until the bound,
+        :data:`PASS_RECORDS` records or an await, then :meth:`_dispatched`. Returns the request
+        the next pass starts with: taken again from ``reput_from`` after an await (what was
+        taken before it may lie past a truncation made meanwhile)."""
         done: list[DispatchRequest] = []
         while True:
             run, after = self._gather(req, bound)
             if run is not None:
                 done += run
-                if await self._put_cq_run(run, put_cq):
-                    return done, after, True
+                awaited = await self._put_cq_run(run, put_cq)
             else:
                 done.append(req)
                 pending = put_cq(req)
+                awaited = pending is not None
                 if pending is not None:
                     await pending
-                    return done, after, True
+            if awaited or len(done) >= PASS_RECORDS:
+                break
             if after is None:
-                last = done[-1]
-                after = self._take(last.commit_log_offset + last.msg_size, bound)
-            if after is None or len(done) >= PASS_RECORDS:
-                return done, after, False
+                after = self._take(done[-1].commit_log_offset + done[-1].msg_size, bound)
+                if after is None:
+                    break
             req = after
+        self._dispatched(done, on_arrival)
+        if awaited or after is None:
+            return self._take(self.reput_from, bound)
+        return after
+
+    def _dispatched(self, done: list[DispatchRequest], on_arrival: ArrivalHook | None) -> None:
+        """A pass whose units are written: to each dispatcher (``dispatch_run`` when it has
+        one and the pass holds more than one record), ``reput_from`` past it, and arrival told
+        once per queue and tags code with the queue's new max offset."""
+        last = done[-1]
+        for d in self.dispatchers:
+            dispatch_run = getattr(d, "dispatch_run", None) if len(done) > 1 else None
+            if dispatch_run is not None:  # optional (CommitLogDispatcher)
+                dispatch_run(done)
+            else:
+                for r in done:
+                    d.dispatch(r)
+        self.reput_from = last.commit_log_offset + last.msg_size
+        for r in reversed(done):
+            if r.scanned:
+                self.scanned = (r.store_timestamp, r.commit_log_offset + r.msg_size)
+                break
+        if on_arrival is None:
+            return
+        if len(done) > 1:
+            _tell_arrival(done, on_arrival)
+        elif last.sys_flag & TRANSACTION_TYPE_MASK not in UNCONSUMABLE_TYPES:
+            on_arrival(last.topic, last.queue_id, last.consume_queue_offset + 1, last.tags_code)
 
     def _take(self, offset: int, bound: int) -> DispatchRequest | None:
         """The request of the whole record at ``offset`` ending at or below ``bound``: its hint,
