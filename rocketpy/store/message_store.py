@@ -60,8 +60,10 @@ class MessageStore:
         clock: Clock | None = None,
         on_arrival: ArrivalHook | None = None,
         disk_usage: DiskUsage = disk_used_ratio,
+        replica: bool = False,
     ) -> None:
         self.config = config
+        self._replica = replica  # a classic slave: recovery cuts the last record it walks
         self.clock = clock or SystemClock()
         self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._alloc_executor = ThreadPoolExecutor(1, thread_name_prefix="store-alloc")
@@ -267,6 +269,7 @@ class MessageStore:
             min_timestamp=self.checkpoint.min_timestamp(),
             check_crc=self.config.check_crc_on_recover,
             cut_dir=root / "recovery",
+            trust_last=not self._replica,
         )
         for q in self.queues.values():
             q.truncate_by_commit_log(self.recovery.process_offset)

@@ -19,7 +19,9 @@ resident memory stays flat, logs progress every few seconds, and stops at the fi
 record. Past it is a torn tail: a copy of that one record's bytes is kept under
 ``<root>/recovery/``, the bytes are zeroed (so no older record behind them can come back after
 the next crash) and the segments are truncated; the offsets are logged. The segment created
-ahead of need (all zeros) is never read.
+ahead of need (all zeros) is never read. A classic slave's log is the master's bytes as they
+arrived, so its last walked record is cut as well (``trust_last``): a tear past the body
+passes every check, and the master sends the record again.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class _Walk:
         self.started = time.monotonic()
         self._last_progress = self.started
         self._last_offset = start
+        #: Where the last valid record the walk passed starts (None: it passed none).
+        self.last_start: int | None = None
 
     def run(self) -> int:
         """Returns the end of the last valid record (``processOffset``)."""
@@ -124,6 +128,7 @@ class _Walk:
                     return pos, True
                 if size < 0:
                     return pos, False
+                self.last_start = mf.file_from_offset + pos
                 pos += size
                 if pos - released >= _RELEASE_STEP:
                     released = self._progress(mf, pos, released)
@@ -164,6 +169,7 @@ def recover_commit_log(
     min_timestamp: int,
     check_crc: bool,
     cut_dir: Path,
+    trust_last: bool = True,
 ) -> RecoveryResult:
     """Find the end of the valid log, keep a copy of the torn tail and truncate it.
 
@@ -175,6 +181,12 @@ def recover_commit_log(
         min_timestamp: the checkpoint's ``getMinTimestamp``.
         check_crc: ``checkCRCOnRecover``.
         cut_dir: where the copy of a torn tail goes.
+        trust_last: False for a replica's log (a classic slave), written as the master's
+            bytes arrive in frames cut anywhere: a kill between two frames leaves the last
+            record torn, and where the tear falls after the body (properties, whose bytes no
+            CRC covers) it passes every check. The last record the walk passed is then cut
+            too (the master sends it again); one the reput dispatched (before the walk's
+            start) was whole.
     """
     files = mfq.files
     if not files:
@@ -189,6 +201,10 @@ def recover_commit_log(
         walk_start, start_from = files[idx].file_from_offset, "checkpoint"
     walk = _Walk(mfq, walk_start, check_crc)
     process = walk.run()
+    if not trust_last and walk.last_start is not None:
+        log.info("replica recovery: the last record walked is fetched from the master again",
+                 offset=walk.last_start, size=process - walk.last_start)  # fmt: skip
+        process = walk.last_start
     elapsed_ms = (time.monotonic() - walk.started) * 1000
     cut_copy, cut = _keep_tail(mfq, process, cut_dir)
     mfq.truncate_dirty_files(process)
