@@ -32,15 +32,15 @@ from rocketpy.store.commit_log.recovery import (
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_end
-from rocketpy.store.consume_queue.unit import BLANK_UNIT_SIZE, CqUnit
+from rocketpy.store.consume_queue.unit import CqUnit
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
 from rocketpy.store.flush import ConsumeQueueFlushService
-from rocketpy.store.get_types import GetMessageStatus, GetResult
+from rocketpy.store.get_types import GetResult
+from rocketpy.store.read_path import MAX_PULL_BYTES, read_queue
 from rocketpy.store.run_files import StoreLock, abort_from_this_boot, write_abort
 
 log = structlog.get_logger(__name__)
 
-MAX_PULL_BYTES = 128 * 1024 * 1024
 # Start-up re-dispatch goes this many bytes at a time (then drops the pages it read).
 _DISPATCH_SLICE = 64 * 1024 * 1024
 
@@ -457,72 +457,10 @@ class MessageStore:
     ) -> GetResult:
         """Read up to ``max_count`` records from ``offset`` (store.md section 10)."""
         del group  # consumer-group based filtering (SQL92/class filter) is out of scope
-        q = self.queues.get((topic, queue_id))
-        if q is None:
-            return GetResult(status=GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0,
-                             min_offset=0, max_offset=0, records=[])  # fmt: skip
-        lo, hi = q.min_offset, q.max_offset
-
-        def result(
-            status: GetMessageStatus, nxt: int, records: list[bytes] | None = None
-        ) -> GetResult:
-            return GetResult(status=status, next_begin_offset=nxt, min_offset=lo,
-                             max_offset=hi, records=records or [])  # fmt: skip
-
-        if hi == 0:
-            return result(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0)
-        if offset < lo:
-            return result(GetMessageStatus.OFFSET_TOO_SMALL, lo)
-        if offset == hi:
-            return result(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset)
-        if offset > hi:
-            return result(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi)
-        status, cursor, records = self._read_units(
-            q, offset, hi, max_count=max_count, max_size=max_size, tags_codes=tags_codes
-        )
-        return result(status, cursor, records)
-
-    def _read_units(
-        self,
-        q: ConsumeQueue,
-        offset: int,
-        hi: int,
-        *,
-        max_count: int,
-        max_size: int,
-        tags_codes: set[int] | None,
-    ) -> tuple[GetMessageStatus, int, list[bytes]]:
-        records: list[bytes] = []
-        total = 0
-        removed = False
-        scan_limit = max(16000 // 20, max_count)
-        cursor = offset
-        while cursor < hi and cursor - offset < scan_limit and len(records) < max_count:
-            unit = q.get_unit(cursor)
-            if unit is None:
-                if not records:
-                    return GetMessageStatus.OFFSET_FOUND_NULL, cursor + 1, []
-                break
-            skip = unit.size == BLANK_UNIT_SIZE or bool(
-                tags_codes and unit.tags_code not in tags_codes
-            )
-            if not skip and records and total + unit.size > max_size:
-                break
-            raw = None if skip else self.commit_log.mfq.read(unit.commit_log_offset, unit.size)
-            if raw is not None:
-                records.append(raw)
-                total += unit.size
-            elif not skip:
-                removed = True
-            cursor += 1
-        if records:
-            return GetMessageStatus.FOUND, cursor, records
-        status = (
-            GetMessageStatus.MESSAGE_WAS_REMOVING
-            if removed
-            else GetMessageStatus.NO_MATCHED_MESSAGE
-        )
-        return status, cursor, records
+        return read_queue(
+            self.queues.get((topic, queue_id)), self.commit_log.mfq, offset=offset,
+            max_count=max_count, max_size=max_size, tags_codes=tags_codes,
+        )  # fmt: skip
 
     async def append_replicated(self, start_offset: int, data: bytes) -> None:
         """Append bytes received from the HA master at ``start_offset`` (see CommitLog).
