@@ -116,7 +116,10 @@ class MessageStoreAdapter:
         # A classic slave's log is the master's bytes as they arrived (recover_commit_log's
         # trust_last); in controller mode any broker may be elected master with its log.
         replica = broker.broker_role == BrokerRole.SLAVE and not broker.enable_controller_mode
-        self.store = MessageStore(config, clock=clock, on_arrival=self._arrived, replica=replica)
+        self.store = MessageStore(
+            config, clock=clock, on_arrival=self._arrived, replica=replica,
+            hold_tail=broker.enable_controller_mode,
+        )  # fmt: skip
         # A SYNC_FLUSH put always waits for the disk (the commit log's nowait puts refuse it):
         # the send path goes straight to the awaited put, without converting or checking twice.
         self._sync_flush = self.store.commit_log.sync_flush

@@ -61,9 +61,14 @@ class MessageStore:
         on_arrival: ArrivalHook | None = None,
         disk_usage: DiskUsage = disk_used_ratio,
         replica: bool = False,
+        hold_tail: bool = False,
     ) -> None:
         self.config = config
         self._replica = replica  # a classic slave: recovery cuts the last record it walks
+        #: Controller mode: the last record recovery walked stays undispatched until the first
+        #: role change decides it (:meth:`settle_tail`); where it starts while held.
+        self._hold_tail = hold_tail
+        self._held: int | None = None
         self.clock = clock or SystemClock()
         self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._alloc_executor = ThreadPoolExecutor(1, thread_name_prefix="store-alloc")
@@ -158,11 +163,32 @@ class MessageStore:
         """The dispatcher from :attr:`commit_log` to the consume queues (after the commit log)."""
         return ReputService(
             self.commit_log.mfq,
-            self.commit_log.confirm_offset,
+            self._dispatch_bound,
             on_arrival=on_arrival,
             hints=self.commit_log.dispatch_hints,
             put_run=self._put_cq_run,
         )
+
+    def _dispatch_bound(self) -> int:
+        bound = self.commit_log.confirm_offset()
+        held = self._held
+        return bound if held is None else min(bound, held)
+
+    async def settle_tail(self, *, keep: bool) -> None:
+        """Controller mode's first role change decides the record :meth:`start` held back: a
+        master keeps it (its log is the history; it dispatches now), a slave cuts it (it may
+        be a replica's torn tail whose tear no check sees; the master sends it again).
+        Nothing acknowledged is lost: a slave never acked bytes it did not receive. No-op
+        when nothing is held."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        if keep:
+            self.reput.wake()
+            return
+        log.info("the last record recovery walked is fetched from the master again",
+                 offset=held, max_offset=self.commit_log.max_offset)  # fmt: skip
+        await self.truncate_files(held)
 
     def _wake_reput(self) -> None:
         self.reput.wake()
@@ -183,6 +209,8 @@ class MessageStore:
             await loop.run_in_executor(self._alloc_executor, self._load_and_recover)
             recovery = self.recovery
             if recovery is not None:
+                if self._hold_tail:
+                    self._held = recovery.last_start
                 if recovery.start_from in ("dispatched", "checkpoint"):
                     self.reput.reput_from = recovery.walk_start
                 else:

@@ -76,6 +76,11 @@ class ReplicationLog(Protocol):
         """Rebuild the next queue offsets from the consume queues (a slave becoming master)."""
         ...
 
+    async def settle_tail(self, *, keep: bool) -> None:
+        """The first role change after a start: keep (master) or cut (slave) the last record
+        an unclean stop's recovery walked, held undispatched until now (controller mode)."""
+        ...
+
     def wake_dispatch(self) -> None:
         """New bytes or a higher confirm offset: let the reput run (``reputMessageService``)."""
         ...

@@ -104,6 +104,7 @@ class AutoSwitchHAService:
             await self.client.stop()
             self.client = None
         await self.master.close_connections()
+        await self.store.settle_tail(keep=True)
         await truncate_invalid_tail(self.store, self.epochs)
         await self._record_epoch(epoch)
         self.master.sync_state.set_sync_state_set(frozenset({self.local_broker_id}))
@@ -121,6 +122,7 @@ class AutoSwitchHAService:
         """Re-elected master: only record the new epoch."""
         if epoch < self.epochs.last_epoch():
             return False
+        await self.store.settle_tail(keep=True)
         await self._record_epoch(epoch)
         return True
 
@@ -156,6 +158,8 @@ class AutoSwitchHAService:
         await self.master.close_connections()
         if self.client is not None:
             await self.client.stop()
+        # Before the client asks the master for bytes: a torn tail would stay otherwise.
+        await self.store.settle_tail(keep=False)
         self.set_local_broker_id(broker_id)
         self.client = AutoSwitchHAClient(self.store, self.epochs, self.config,
                                          broker_id=broker_id, clock=self.clock)  # fmt: skip

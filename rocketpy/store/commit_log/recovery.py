@@ -61,6 +61,8 @@ class RecoveryResult:
     elapsed_ms: float
     cut_bytes: int
     cut_copy: Path | None
+    #: Where the last record the walk passed (and kept) starts; None when it passed none.
+    last_start: int | None = None
 
     @property
     def scanned_bytes(self) -> int:
@@ -211,8 +213,12 @@ def recover_commit_log(
     log.info("commit log recovered", abnormal=abnormal, start_from=start_from,
              walk_start=walk_start, process_offset=process, scanned_bytes=process - walk_start,
              elapsed_ms=round(elapsed_ms, 1), cut_bytes=cut)  # fmt: skip
+    kept_last = (
+        walk.last_start if walk.last_start is not None and walk.last_start < process else None
+    )
     return RecoveryResult(process_offset=process, walk_start=walk_start, start_from=start_from,
-                          elapsed_ms=elapsed_ms, cut_bytes=cut, cut_copy=cut_copy)  # fmt: skip
+                          elapsed_ms=elapsed_ms, cut_bytes=cut, cut_copy=cut_copy,
+                          last_start=kept_last)  # fmt: skip
 
 
 def _keep_tail(mfq: MappedFileQueue, offset: int, cut_dir: Path) -> tuple[Path | None, int]:

@@ -378,3 +378,57 @@ async def test_replica_recovery_cuts_the_last_record_a_tear_left_whole_looking(
             assert again.recovery.scanned_bytes == 0
         finally:
             await again.stop()
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["slave-cuts", "master-keeps"])
+async def test_controller_store_holds_the_last_walked_record_until_its_role_is_known(
+    tmp_path: Path, keep: bool
+) -> None:
+    """Controller mode: a broker restarted after an unclean stop does not know yet whether it
+    will be master (its log is the history) or slave (its last record may be a torn replica
+    tail). 1. As in the replica test: 110 messages, the last 10 undispatched, the last record
+    torn after its body, a same-boot ``abort``. 2. Start with ``hold_tail``. 3. Settle the
+    tail as a slave (cut) or as a master (keep).
+    Expected: after 2 the log keeps the record but dispatch stops before it (queues 55 and
+    54); after 3 a slave's log ends at the record's start, a master's queues reach 55 and 55."""
+    async with asyncio.timeout(30):
+        cfg = _config(tmp_path)
+        store = MessageStore(cfg)
+        await store.start()
+        offsets = []
+        for i in range(110):
+            msg = _msg(i, i % 2)
+            msg.properties = f"UNIQ_KEY\x01UNIQ{i:028d}\x02WAIT\x01true\x02"
+            r = await store.put_message(msg)
+            offsets.append(r.wrote_offset)
+        written_end = store.commit_log.max_offset
+        await wait_until(lambda: store.reput.reput_from >= written_end, 5)
+        await store.stop()
+        await _drop_last_units(cfg, 10)
+        cfg.abort_path.write_text(f"{os.getpid()}\nbootId={current_boot_id()}\n")
+        last = offsets[-1]
+        base = last - last % SEGMENT
+        seg = cfg.commit_log_dir / f"{base:020d}"
+        data = bytearray(seg.read_bytes())
+        data[written_end - base - 12 : written_end - base] = bytes(12)
+        seg.write_bytes(bytes(data))
+
+        held = MessageStore(cfg, hold_tail=True)
+        await held.start()
+        try:
+            assert held.commit_log.max_offset == written_end
+            await asyncio.sleep(0.2)  # the reput had its chance to go past the held record
+            assert held.dispatched_offset == last
+            assert held.max_offset_in_queue("Recover", 1) == 54
+            await held.settle_tail(keep=keep)
+            if keep:
+                await wait_until(lambda: held.dispatched_offset == written_end, 5)
+                assert held.max_offset_in_queue("Recover", 1) == 55
+            else:
+                assert held.commit_log.max_offset == last
+                assert held.max_offset_in_queue("Recover", 1) == 54
+            assert held.max_offset_in_queue("Recover", 0) == 55
+            await held.settle_tail(keep=not keep)  # settled once: nothing more happens
+            assert held.commit_log.max_offset == (written_end if keep else last)
+        finally:
+            await held.stop()
