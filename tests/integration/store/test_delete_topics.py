@@ -164,9 +164,13 @@ async def test_delete_topics_then_dispatch_makes_a_fresh_queue(tmp_path: Path) -
             assert await store.delete_topics({"TopicTest"}, store.config.consume_queue_dir) == 1
             r = await store.put_message(_msg("TopicTest", 20))
             assert r.status is PutMessageStatus.PUT_OK
-            await wait_until(lambda: ("TopicTest", 0) in store.queues, 5)
+            # The queue is in the table as soon as the dispatch makes it; its first unit is
+            # written once its new segment exists (off the loop): wait for that unit.
+            await wait_until(
+                lambda: store.max_offset_in_queue("TopicTest", 0) == r.queue_offset + 1, 5
+            )
             fresh = store.queues[("TopicTest", 0)]
-            assert fresh.max_offset == r.queue_offset + 1
+            assert fresh.min_offset == r.queue_offset
         finally:
             await store.stop()
         again = MessageStore(_config(tmp_path))
