@@ -36,7 +36,7 @@ def entry_fragment(entry: DLedgerEntry) -> str:
     )  # fmt: skip
 
 
-def _b64(data: bytes) -> str:
+def _b64(data: bytes | bytearray) -> str:
     """Standard base64 with padding, what ``base64.b64encode`` writes, in one step fewer."""
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
@@ -102,11 +102,19 @@ class PushFragments:
         #: dict, and no search for its oldest key).
         self._by_index: dict[int, tuple[int, int, str]] = {}
 
-    def appended(self, office_term: int, index: int, term: int, pos: int, size: int) -> None:
-        """Encode the entry just written at ``index`` (``pos``, ``size``) in ``office_term``."""
+    def appended(  # noqa: PLR0917 - positional: once per entry
+        self, office_term: int, index: int, term: int, pos: int, size: int,
+        body: bytes | bytearray | None = None,
+    ) -> None:  # fmt: skip
+        """Encode the entry just written at ``index`` (``pos``, ``size``) in ``office_term``:
+        from ``body`` when the caller has the body exactly as written, else read back."""
         if office_term != self._term:
             self._term, self._by_index = office_term, {}
-        raw = self._store.data.read(pos + BODY_OFFSET, size - BODY_OFFSET)
+        raw = (
+            body
+            if body is not None
+            else self._store.data.read(pos + BODY_OFFSET, size - BODY_OFFSET)
+        )
         if raw is None:
             return
         cache = self._by_index
