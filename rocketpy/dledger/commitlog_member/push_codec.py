@@ -51,6 +51,15 @@ def _fragment(  # noqa: PLR0917 - the entry's nine fields, positional for speed
     )
 
 
+def _own_fragment(b64: str, index: int, term: int, pos: int, size: int) -> str:
+    """:func:`_fragment` of an entry this leader appended (magic 1, channel and CRCs 0): the
+    constant fields are part of the template."""
+    return (
+        f'{{"body":"{b64}","bodyCrc":0,"chainCrc":0,"channel":0,"index":{index},"magic":1,'
+        f'"pos":{pos},"size":{size},"term":{term}}}'
+    )
+
+
 def _field(name: str, value: str | None) -> str:
     return "" if value is None else f'"{name}":{quote(value)},'
 
@@ -118,8 +127,15 @@ class PushFragments:
         if raw is None:
             return
         cache = self._by_index
-        cache[index] = (pos, size, _fragment(_b64(raw), index, term, pos, size))
+        cache[index] = (pos, size, _own_fragment(_b64(raw), index, term, pos, size))
         cache.pop(index - self._capacity, None)
+
+    def table(self, office_term: int) -> dict[int, tuple[int, int, str]]:
+        """The cached (pos, size, fragment) by index of ``office_term`` (valid until the next
+        :meth:`appended` or :meth:`get`); a miss is for :meth:`get`."""
+        if office_term != self._term:
+            self._term, self._by_index = office_term, {}
+        return self._by_index
 
     def get(self, office_term: int, index: int) -> tuple[int, int, str]:
         """(pos, size, fragment) of entry ``index``.

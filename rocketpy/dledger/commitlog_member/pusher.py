@@ -221,6 +221,28 @@ class LeaderPusher:
             ]:
                 self._answer(term, pending.pop(index), DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
 
+    def _answer_acked(
+        self, term: int, pending: dict[int, PendingAppend], quorum_index: int
+    ) -> tuple[int, bool]:
+        """Answer 200 to the appends from ``quorum_index`` down to the last quorum index, as
+        long as they are pending: (how many, whether one was missing)."""
+        ack = 0
+        i = quorum_index
+        success = DLedgerResponseCode.SUCCESS
+        while i > self._last_quorum_index:
+            acked = pending.pop(i, None)
+            if acked is None:
+                return ack, True
+            on_answer = acked.on_answer
+            if on_answer is not None:  # a broker's send (_answer inlined: once per entry)
+                acked.on_answer = None
+                on_answer(success)
+            else:
+                self._answer(term, acked, success)
+            ack += 1
+            i -= 1
+        return ack, False
+
     def _check_quorum(self) -> None:  # noqa: C901 - upstream's one loop body
         term = self.state.curr_term
         if term != self._checker_term:
@@ -240,17 +262,7 @@ class LeaderPusher:
             self._on_committed()
         pending = self.pending_by_term.setdefault(term, {})
         now = self.clock.monotonic_ms()
-        need_check = False
-        ack = 0
-        i = quorum_index
-        while i > self._last_quorum_index:
-            acked = pending.pop(i, None)
-            if acked is None:
-                need_check = True
-                break
-            self._answer(term, acked, DLedgerResponseCode.SUCCESS)
-            ack += 1
-            i -= 1
+        ack, need_check = self._answer_acked(term, pending, quorum_index)
         if ack == 0:
             i = quorum_index + 1
             while True:
