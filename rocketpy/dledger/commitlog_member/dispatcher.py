@@ -56,9 +56,6 @@ class LeaderSide(Protocol):
     def get_peer_water_mark(self, term: int, peer: str) -> int:
         """``peer``'s watermark in ``term`` (-1: none)."""
 
-    def acked(self) -> None:
-        """A watermark rose: check the quorum."""
-
 
 class EntryDispatcher:
     """Pushes the leader's log to one follower."""
@@ -267,7 +264,7 @@ class EntryDispatcher:
             last = resp.index + max(resp.count, 1) - 1
             self.pending.pop(resp.index, None)
             self.p.update_peer_water_mark(resp.term, self.peer, last)
-            self.p.acked()
+            self.p.ack_wakeup.set()
             self.wakeup.set()
         elif resp.code == DLedgerResponseCode.INCONSISTENT_STATE and resp.term == self.term:
             log.info("dledger push inconsistent, compare again", peer=self.peer, index=resp.index)

@@ -2,8 +2,7 @@
 2.3): ``EntryHandler``.
 
 Owns: parking APPEND pushes by first index (a duplicate gets 413) and applying them strictly in
-``end + 1`` order (single or batch, whatever this member's own ``enableBatchPush``; the push
-at ``end + 1`` with nothing queued ahead of it straight from :meth:`EntryHandler.handle_push`), the
+``end + 1`` order (single or batch, whatever this member's own ``enableBatchPush``), the
 1024-slot queue of COMPARE/TRUNCATE/COMMIT pushes (full -> 421; COMPARE/TRUNCATE drop parked
 appends), the checks of ``appendAsFollower`` (role FOLLOWER, term == current, leader == known
 leader, written pos == ``entry.pos``), truncation on divergence, and the committed index
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Final
 
@@ -94,9 +93,6 @@ class EntryHandler:
         #: APPEND pushes applied, single and batch (statistics).
         self.applied_single = 0
         self.applied_batch = 0
-        #: The task is inside a COMPARE/TRUNCATE/COMMIT (a truncation may be running on the
-        #: member's thread): nothing is applied from handle_push meanwhile.
-        self._in_control = False
 
     def start(self) -> None:
         self._tasks.spawn(self._run(), name=f"dledger-{self.state.self_id}/entry-handler")
@@ -121,10 +117,8 @@ class EntryHandler:
             end_index=self.store.ledger_end_index,
         )
 
-    def handle_push(self, request: PushEntryRequest) -> asyncio.Future[PushEntryResponse]:
-        """``handlePush``: park or queue ``request``; the returned future is its answer. An
-        APPEND at ``end + 1`` with no COMPARE/TRUNCATE/COMMIT queued or running is applied at
-        once (what the task would do next), so its future is done on return."""
+    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
+        """``handlePush``: park or queue ``request``; the returned future is its answer."""
         fut: asyncio.Future[PushEntryResponse] = asyncio.get_running_loop().create_future()
         item: _Parked = (request, fut, self.clock.monotonic_ms())
         if request.type is PushType.APPEND:
@@ -135,18 +129,6 @@ class EntryHandler:
             if first in self.writes:
                 log.warning("dledger repeated push", index=first)
                 fut.set_result(self._response(request, DLedgerResponseCode.REPEATED_PUSH))
-                return fut
-            if (
-                first == self.store.ledger_end_index + 1
-                and not self.controls
-                and not self._in_control
-                and self.state.is_follower
-            ):
-                # The task would apply it next (controls first, then end + 1): applied now,
-                # and answered in this read's write, not three loop turns later.
-                fut.set_result(self._append(request))
-                if self.writes:  # parked pushes it may have unblocked
-                    self.wakeup.set()
                 return fut
             self.writes[first] = item
             if request.last_entry_index <= self.store.ledger_end_index:
@@ -184,11 +166,7 @@ class EntryHandler:
         while self.state.is_follower:
             if self.controls:
                 request, fut, _ = self.controls.popleft()
-                self._in_control = True
-                try:
-                    response = await self._control(request)
-                finally:
-                    self._in_control = False
+                response = await self._control(request)
                 if not fut.done():
                     fut.set_result(response)
                 continue

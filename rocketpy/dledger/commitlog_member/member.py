@@ -481,7 +481,7 @@ class DLedgerMember:
             fut: asyncio.Future[PushEntryResponse] = asyncio.get_running_loop().create_future()
             fut.set_result(_error(request, PushEntryResponse, code, self.state.leader_id))  # type: ignore[arg-type]
             return fut
-        return self.handler.handle_push(request)
+        return self.handler.handle_push(request)  # type: ignore[return-value]
 
     async def handle_leadership_transfer(
         self, request: LeadershipTransferRequest

@@ -197,18 +197,6 @@ class LeaderPusher:
 
     # -- QuorumAckChecker ---------------------------------------------------------------
 
-    def acked(self) -> None:
-        """A follower's watermark rose: check the quorum now, in the push answer's callback,
-        rather than a loop turn later in the checker's task (which still checks on its own
-        wake-ups and every ``IDLE_WAIT_S``). Each loop turn on the way to a send's answer is
-        latency, and with a fixed number of sends in flight, throughput."""
-        if not self.state.is_leader:
-            return
-        try:
-            self._check_quorum()
-        except Exception:  # as in the checker's loop: a send's answer path must not break
-            log.exception("dledger quorum ack check failed", self_id=self.state.self_id)
-
     async def _ack_checker(self) -> None:
         while True:
             try:

@@ -64,9 +64,8 @@ class PeerHandler(Protocol):
         self, request: LeadershipTransferRequest
     ) -> LeadershipTransferResponse: ...
 
-    def handle_push(self, request: PushEntryRequest) -> asyncio.Future[PushEntryResponse]:
-        """Registers the push synchronously (arrival order) and returns its answer (done
-        already when it was applied or refused at once)."""
+    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
+        """Registers the push synchronously (arrival order) and returns its answer to await."""
         ...
 
 
@@ -112,15 +111,12 @@ class PeerRpc:
 
         def push_nowait(
             ctx: RequestContext, request: RemotingCommand
-        ) -> RemotingCommand | asyncio.Future[RemotingCommand | None]:
+        ) -> Awaitable[RemotingCommand | None]:
             answer = handler.handle_push(decode_body(request.body or b"", PushEntryRequest))
-            if answer.done() and not answer.cancelled():  # applied (or refused) already
-                return request.make_response(200, body=encode_body(answer.result()))
             return _respond(request, answer)
 
         async def push(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-            answer = push_nowait(ctx, request)
-            return answer if isinstance(answer, RemotingCommand) else await answer
+            return await push_nowait(ctx, request)
 
         self._registry.register(DLedgerRequestCode.PUSH, push, nowait=push_nowait)
 
@@ -238,20 +234,8 @@ def _decoded(code: DLedgerRequestCode, reply: RemotingCommand, kind: type[_R]) -
         return None
 
 
-def _respond(
-    request: RemotingCommand, answer: asyncio.Future[PushEntryResponse]
-) -> asyncio.Future[RemotingCommand | None]:
-    """The future of the response to a push parked for later, answered from ``answer``'s done
-    callback (the connection writes it from its own: no task per push)."""
-    response: asyncio.Future[RemotingCommand | None] = answer.get_loop().create_future()
-
-    def answered(done: asyncio.Future[PushEntryResponse]) -> None:
-        if response.done():
-            return
-        if done.cancelled():  # the member stopped: no answer, as upstream's dropped future
-            response.cancel()
-            return
-        response.set_result(request.make_response(200, body=encode_body(done.result())))
-
-    answer.add_done_callback(answered)
-    return response
+async def _respond(
+    request: RemotingCommand, answer: Awaitable[PushEntryResponse]
+) -> RemotingCommand | None:
+    response = await answer
+    return request.make_response(200, body=encode_body(response))
