@@ -35,6 +35,8 @@ class Wakeup:
 
     def set(self) -> None:
         """``wakeup``: mark, and wake the sleeper if there is one."""
+        if self._flag:  # marked already: any sleeper was woken then (twice per append)
+            return
         self._flag = True
         waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -238,18 +238,19 @@ class DLedgerLogStore:
         self._write_verbatim(entry)
 
     def _write_verbatim(self, entry: DLedgerEntry) -> None:
-        size = entry.size
+        body, pos, magic, index, term = entry.body, entry.pos, entry.magic, entry.index, entry.term
+        size = BODY_OFFSET + len(body)  # entry.size, once per pushed entry
         mf, rel = self.data.last_for_write(size)
-        if mf.file_from_offset + rel != entry.pos:
-            raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {entry.pos}")
+        if mf.file_from_offset + rel != pos:
+            raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {pos}")
         buf = mf.buffer
-        buf[rel + BODY_OFFSET : rel + size] = entry.body
+        buf[rel + BODY_OFFSET : rel + size] = body
         _finish_entry(
-            buf, rel, entry.magic, size, entry.index, entry.term, entry.pos, entry.channel,
-            entry.chain_crc, entry.body_crc,
+            buf, rel, magic, size, index, term, pos, entry.channel, entry.chain_crc,
+            entry.body_crc,
         )  # fmt: skip
         mf.wrote_position = rel + size
-        self._append_index(entry.magic, entry.pos, size, entry.index, entry.term)
+        self._append_index(magic, pos, size, index, term)
 
     def _append_index(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
         mf, rel = self.index.last_for_write(INDEX_UNIT_SIZE)  # packed in place: no bytes
