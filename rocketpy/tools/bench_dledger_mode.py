@@ -148,7 +148,11 @@ async def _wait_leader(ns: str, addrs: dict[str, str]) -> str:
                 except RocketPyError:
                     found = None
                 listed = dict(found.broker_addrs) if found else {}
-                if len(listed) == 3 and set(listed.values()) == set(addrs.values()):
+                if (
+                    len(listed) == 3
+                    and 0 in listed  # three listed but none as master: an election under way
+                    and set(listed.values()) == set(addrs.values())
+                ):
                     return next(n for n, a in addrs.items() if a == listed[0])
                 await asyncio.sleep(0.1)
     finally:
