@@ -15,6 +15,7 @@ flush (the member flushes every ``flushFileInterval``), or serve anything uncomm
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
@@ -56,6 +57,7 @@ from rocketpy.store.dledger_log.entry import BODY_OFFSET, EntryHeader, check_ent
 log = structlog.get_logger(__name__)
 
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+_SUCCESS = int(DLedgerResponseCode.SUCCESS)  # tested once per send: no enum lookup
 
 #: The quorum's answer -> what the send reports (section 4's table).
 _ANSWERS: dict[int, PutMessageStatus] = {
@@ -90,12 +92,15 @@ class _Answers:
         self.codes: dict[int, int] = {}  # entry -> code, only the failures
 
     def answered_first(self, code: int) -> None:
-        """The answer to the only (first) entry."""
-        self.at(0, code)
+        """The answer to the only (first) entry (:meth:`at` of entry 0, once per send)."""
+        if code != _SUCCESS:
+            self.codes[0] = code
+        self.left -= 1
+        self._settle()
 
     def at(self, i: int, code: int) -> None:
         """The answer to entry ``i``."""
-        if code != DLedgerResponseCode.SUCCESS:
+        if code != _SUCCESS:
             self.codes[i] = code
         self.left -= 1
         self._settle()
@@ -148,6 +153,9 @@ class DLedgerCommitLog(CommitLog):
         self.member = member
         self.mfq = member.store.data.queue
         self._dispatched_timestamp = 0
+        #: The appending loop, from start(): asyncio.get_running_loop() is a getpid() system
+        #: call, once per send otherwise.
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Hints describe what this member appended as leader; once it stops leading, its
         # uncommitted tail may be truncated and replaced by another leader's entries.
         member.add_role_change_handler(self._role_changed)
@@ -197,6 +205,8 @@ class DLedgerCommitLog(CommitLog):
 
     def start(self) -> None:
         """Take appends (no flush task: the member flushes)."""
+        with contextlib.suppress(RuntimeError):  # started on the loop that will append
+            self._loop = asyncio.get_running_loop()
         self.writable = True
 
     async def stop(self) -> None:
@@ -260,7 +270,8 @@ class DLedgerCommitLog(CommitLog):
         within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown (500)."""
         if not self.writable or self.disk_full:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        answers = _Answers(asyncio.get_running_loop().create_future())
+        loop = self._loop or asyncio.get_running_loop()
+        answers = _Answers(loop.create_future())
         refused = self._append(what, answers)
         return refused if refused is not None else answers.future
 
@@ -268,16 +279,12 @@ class DLedgerCommitLog(CommitLog):
         """Encode, take queue offsets and append every entry, with no await in between (the
         loop is the only writer): a refusal of the first entry gives the offsets back. Each
         appended record leaves its dispatch hint, so the reput need not parse it back."""
-        if isinstance(what, MessageBatch):
-            if not what.items or not batch_fields_fit(what):
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            items = what.items
-            prepared = 0
-        else:
-            if not fields_fit(what):
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            items = [(what.flag, what.body, what.properties)]
-            prepared = what.prepared_transaction_offset
+        if not isinstance(what, MessageBatch):
+            return self._append_one(what, answers)
+        if not what.items or not batch_fields_fit(what):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        items = what.items
+        prepared = 0
         records: list[bytearray] = []
         now = self.clock.wall_ms()
         max_body = self.config.max_message_size
@@ -323,6 +330,47 @@ class DLedgerCommitLog(CommitLog):
         self.last_store_timestamp = now
         self._on_append()
         answers.expect(self._result(headers, records, first_queue_offset, now), len(headers))
+        return None
+
+    def _append_one(self, msg: MessageToStore, answers: _Answers) -> PutResult | None:
+        """:meth:`_append` of one message (a send's usual case): the same steps, without the
+        lists, the loop and the joins of a batch."""
+        if not fields_fit(msg):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        body, text = msg.body, msg.properties
+        if len(body) > self.config.max_message_size:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        props = text.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        now = self.clock.wall_ms()
+        prepared = msg.prepared_transaction_offset
+        rec = self._encode(msg, msg.flag, body, props, prepared, now)
+        sys_flag, topic, queue_id = msg.sys_flag, msg.topic, msg.queue_id
+        step = 0 if is_prepared_or_rollback(sys_flag) else 1
+        queue_offset = self._take_queue_offsets(topic, queue_id, sys_flag, 1)
+        try:
+            header = self.member.append_then(
+                rec, answers.answered_first, queue_offset=queue_offset if step else None
+            )
+        except DLedgerAppendError as e:
+            if step:  # the offset is not used
+                self.topic_queue_table[queue_key(topic, queue_id)] = queue_offset
+            log.info("dledger append refused", code=e.code, topic=topic)
+            return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
+        offset, size = header.pos + BODY_OFFSET, len(rec)
+        hints = self.dispatch_hints
+        if len(hints) < MAX_DISPATCH_HINTS:  # see _append
+            hints.append(DispatchRequest(
+                topic, queue_id, offset, size, tags_code_of(text), now, queue_offset * step,
+                text, sys_flag, prepared, scanned=True,
+            ))  # fmt: skip
+        self.last_store_timestamp = now
+        self._on_append()
+        answers.expect(PutResult(
+            PutMessageStatus.PUT_OK, offset, size, f"{self._msg_id_prefix}{offset:016X}",
+            queue_offset, now, 1,
+        ), 1)  # fmt: skip
         return None
 
     def _result(

@@ -32,7 +32,7 @@ from rocketpy.cli.common import (
     refuse_unknown,
     start_logging,
 )
-from rocketpy.common.aio import Service, run, serve_until_signalled
+from rocketpy.common.aio import Service, run, serve_until_signalled, tune_gc
 from rocketpy.common.errors import ConfigError
 from rocketpy.ha.config import HAConfig
 from rocketpy.proxy.config import ProxyConfig
@@ -84,6 +84,7 @@ async def _serve(
         services.append(proxy)
 
     def started() -> None:
+        tune_gc()  # after start-up: what it made is the long-lived part of the heap
         if not service.ready.is_set():
             boot(waiting_line(service))
         if len(services) > 1:

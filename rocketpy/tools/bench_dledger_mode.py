@@ -120,7 +120,9 @@ async def controller_set(args: argparse.Namespace, work: Path) -> Measured:
             stop(child)
 
 
-def _dledger_broker(work: Path, ns: str, peers: str, node: str, batch: bool) -> Child:
+def _dledger_broker(
+    work: Path, ns: str, peers: str, node: str, batch: bool, *, profile: bool = False
+) -> Child:
     keys = bench_ha._broker_keys(work / node)
     keys.update({
         "brokerClusterName": "RaftCluster", "brokerName": GROUP, "namesrvAddr": ns,
@@ -129,7 +131,10 @@ def _dledger_broker(work: Path, ns: str, peers: str, node: str, batch: bool) -> 
         "enableBatchPush": str(batch).lower(),
     })  # fmt: skip
     conf = bench_ha._write(work / f"broker-{node}.conf", keys)
-    return spawn(["-m", "rocketpy.cli.broker", "-c", str(conf)], BROKER_BOOT, work, node)
+    args = ["-m", "rocketpy.cli.broker", "-c", str(conf)]
+    if profile:  # cProfile writes on the clean (SIGTERM) exit
+        args = ["-m", "cProfile", "-o", str(work / f"broker-{node}.prof"), *args]
+    return spawn(args, BROKER_BOOT, work, node)
 
 
 async def _wait_leader(ns: str, addrs: dict[str, str]) -> str:
@@ -143,7 +148,11 @@ async def _wait_leader(ns: str, addrs: dict[str, str]) -> str:
                 except RocketPyError:
                     found = None
                 listed = dict(found.broker_addrs) if found else {}
-                if len(listed) == 3 and set(listed.values()) == set(addrs.values()):
+                if (
+                    len(listed) == 3
+                    and 0 in listed  # three listed but none as master: an election under way
+                    and set(listed.values()) == set(addrs.values())
+                ):
                     return next(n for n, a in addrs.items() if a == listed[0])
                 await asyncio.sleep(0.1)
     finally:
@@ -158,7 +167,7 @@ async def dledger_group(args: argparse.Namespace, work: Path, batch: bool) -> li
         peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(NODES, free_ports(3), strict=True))
         brokers: dict[str, Child] = {}
         for node in NODES:
-            brokers[node] = _dledger_broker(work, ns, peers, node, batch)
+            brokers[node] = _dledger_broker(work, ns, peers, node, batch, profile=args.profile)
             children.append(brokers[node])
         began = time.monotonic()
         leader = await _wait_leader(ns, {n: f"127.0.0.1:{c.booted}" for n, c in brokers.items()})
@@ -238,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dledger-only", action="store_true",
         help="only phases (c) and (d) and their ratio (for profiling the DLedger group)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", action="store_true",
+        help="run the DLedger brokers under cProfile: <dir>/dledger-*/broker-<node>.prof",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:

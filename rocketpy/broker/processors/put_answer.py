@@ -24,7 +24,8 @@ def answer_when_put(
     """The future of ``answer(result)`` once ``put`` has its result; ``on_answered`` runs then
     (the send-latency record). A failed ``put`` (or ``answer``) fails the response future, which
     the dispatcher maps to an error response; a cancelled one cancels it."""
-    response: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    # put's own loop: asyncio.get_running_loop() costs a getpid() system call per send.
+    response: asyncio.Future[RemotingCommand] = put.get_loop().create_future()
 
     def settled(done: asyncio.Future[PutResult]) -> None:
         if response.done():

@@ -159,6 +159,10 @@ class EntryDispatcher:
         now = self._now()
         cfg, term = self.p.config, self.term
         max_pending, max_batch = cfg.max_pending_size, cfg.max_batch_push_size
+        cached = fragments.table(term)  # nothing is appended while this loop runs
+        # _room's answer changes only when a push is sent (pending grows) or the quota pauses
+        # (_check_quota): asked again after those (None: ask), not before every entry.
+        room: bool | None = None
         while True:
             index = self.write_index
             end = store.ledger_end_index
@@ -168,11 +172,15 @@ class EntryDispatcher:
                 self._do_commit()
                 self._check_append_response()
                 return
-            if not self._room(now):
+            if room is None:
+                room = self._room(now)
+            if not room:
                 return
-            pos, size, fragment = fragments.get(term, index)
+            hit = cached.get(index)
+            pos, size, fragment = hit if hit is not None else fragments.get(term, index)
             if end - index > max_pending:  # checkQuotaAndWait's first test: per entry
                 self._check_quota(pos, size)
+                room = None
             if batch:
                 if not self.batch:
                     self.batch_first = index
@@ -180,8 +188,10 @@ class EntryDispatcher:
                 self.batch_size += size
                 if self.batch_size >= max_batch:
                     self._send_batch()
+                    room = None
             else:
                 self._send(index, [fragment], 0, batch=False)
+                room = None
             self.write_index = index + 1
 
     def _room(self, now: int) -> bool:

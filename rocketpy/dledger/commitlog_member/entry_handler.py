@@ -217,11 +217,13 @@ class EntryHandler:
         refused = self._check_leader(request)
         if refused is not None:
             return self._response(request, refused)
+        store = self.store
+        append = store.append_as_follower
         try:
             for entry in request.entries():
-                if entry.index != self.store.ledger_end_index + 1:
+                if entry.index != store.ledger_end_index + 1:
                     return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)
-                self.store.append_as_follower(entry)
+                append(entry)
         except DLedgerStoreError as e:
             log.warning("dledger append as follower failed", error=str(e))
             return self._response(request, DLedgerResponseCode.INCONSISTENT_STATE)

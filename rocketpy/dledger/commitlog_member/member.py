@@ -60,6 +60,7 @@ from rocketpy.store.dledger_log.store import DLedgerLogStore, DLedgerStoreConfig
 log = structlog.get_logger(__name__)
 
 CommittedListener = Callable[[int, int], None]
+_LEADER = Role.LEADER  # once per append: an enum member lookup costs more than the test
 PREFERRED_LEADER_CHECK_S = 1.0
 TRANSFEREE_POLL_S = 0.01
 
@@ -221,20 +222,22 @@ class DLedgerMember:
     ) -> EntryHeader:
         """:meth:`append_nowait` of a message record with no future: ``on_answer(code)`` is
         called once with the quorum's answer (200, 502, 501, 500), from the ack checker (a
-        broker's send: one future less per message). Returns the entry's header.
+        broker's send: one future less per message). Returns the entry's header. A
+        ``bytearray`` record is patched in place (PHYSICALOFFSET, QUEUEOFFSET), as written.
 
         Raises:
             DLedgerAppendError: as :meth:`append_nowait`; ``on_answer`` is then never called.
         """
         header = self._append_local(body, queue_offset, True)
-        self.pusher.wait_ack_then(header, on_answer)
+        # A bytearray record was patched in place (append_as_leader): it is the body written.
+        self.pusher.wait_ack_then(header, on_answer, body if type(body) is bytearray else None)
         return header
 
     def _append_local(
         self, body: bytes | bytearray, queue_offset: int | None, patch: bool
     ) -> EntryHeader:
         st = self.state
-        if not st.is_leader:
+        if st.role is not _LEADER:
             raise DLedgerAppendError(DLedgerResponseCode.NOT_LEADER, f"leader={st.leader_id}")
         if st.transferee is not None:
             raise DLedgerAppendError(DLedgerResponseCode.LEADER_TRANSFERRING)

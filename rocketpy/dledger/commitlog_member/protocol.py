@@ -490,7 +490,7 @@ def _entries(doc: Mapping[str, Any], key: str) -> tuple[DLedgerEntry, ...]:
         return ()
     if not isinstance(value, list):
         raise CodecError(f"{key} is not a list", field=key)
-    return tuple(entry_from_json(e) for e in value)
+    return tuple([entry_from_json(e) for e in value])  # a batch push's entries: no generator
 
 
 def decode_body(buf: bytes | memoryview, kind: type[_B]) -> _B:

@@ -36,7 +36,7 @@ def entry_fragment(entry: DLedgerEntry) -> str:
     )  # fmt: skip
 
 
-def _b64(data: bytes) -> str:
+def _b64(data: bytes | bytearray) -> str:
     """Standard base64 with padding, what ``base64.b64encode`` writes, in one step fewer."""
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
@@ -48,6 +48,15 @@ def _fragment(  # noqa: PLR0917 - the entry's nine fields, positional for speed
     return (
         f'{{"body":"{b64}","bodyCrc":{body_crc},"chainCrc":{chain_crc},"channel":{channel},'
         f'"index":{index},"magic":{magic},"pos":{pos},"size":{size},"term":{term}}}'
+    )
+
+
+def _own_fragment(b64: str, index: int, term: int, pos: int, size: int) -> str:
+    """:func:`_fragment` of an entry this leader appended (magic 1, channel and CRCs 0): the
+    constant fields are part of the template."""
+    return (
+        f'{{"body":"{b64}","bodyCrc":0,"chainCrc":0,"channel":0,"index":{index},"magic":1,'
+        f'"pos":{pos},"size":{size},"term":{term}}}'
     )
 
 
@@ -102,16 +111,31 @@ class PushFragments:
         #: dict, and no search for its oldest key).
         self._by_index: dict[int, tuple[int, int, str]] = {}
 
-    def appended(self, office_term: int, index: int, term: int, pos: int, size: int) -> None:
-        """Encode the entry just written at ``index`` (``pos``, ``size``) in ``office_term``."""
+    def appended(  # noqa: PLR0917 - positional: once per entry
+        self, office_term: int, index: int, term: int, pos: int, size: int,
+        body: bytes | bytearray | None = None,
+    ) -> None:  # fmt: skip
+        """Encode the entry just written at ``index`` (``pos``, ``size``) in ``office_term``:
+        from ``body`` when the caller has the body exactly as written, else read back."""
         if office_term != self._term:
             self._term, self._by_index = office_term, {}
-        raw = self._store.data.read(pos + BODY_OFFSET, size - BODY_OFFSET)
+        raw = (
+            body
+            if body is not None
+            else self._store.data.read(pos + BODY_OFFSET, size - BODY_OFFSET)
+        )
         if raw is None:
             return
         cache = self._by_index
-        cache[index] = (pos, size, _fragment(_b64(raw), index, term, pos, size))
+        cache[index] = (pos, size, _own_fragment(_b64(raw), index, term, pos, size))
         cache.pop(index - self._capacity, None)
+
+    def table(self, office_term: int) -> dict[int, tuple[int, int, str]]:
+        """The cached (pos, size, fragment) by index of ``office_term`` (valid until the next
+        :meth:`appended` or :meth:`get`); a miss is for :meth:`get`."""
+        if office_term != self._term:
+            self._term, self._by_index = office_term, {}
+        return self._by_index
 
     def get(self, office_term: int, index: int) -> tuple[int, int, str]:
         """(pos, size, fragment) of entry ``index``.

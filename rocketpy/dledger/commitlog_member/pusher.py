@@ -87,6 +87,7 @@ class LeaderPusher:
         self.dispatchers = {
             peer: EntryDispatcher(self, peer) for peer in state.peer_map if peer != state.self_id
         }
+        self._dispatcher_wakeups = tuple(d.wakeup for d in self.dispatchers.values())
         self._tasks = TaskSet(f"dledger-{state.self_id}/pusher")
         self._self_id = state.self_id
         self._alone = state.peer_size == 1  # the peers are fixed for a member's life
@@ -130,7 +131,8 @@ class LeaderPusher:
         return self._water_marks(term).get(peer, -1)
 
     def is_pending_full(self, term: int) -> bool:
-        return len(self.pending_by_term.get(term, {})) > self.config.max_pending_requests_num
+        pending = self.pending_by_term.get(term)
+        return pending is not None and len(pending) > self.config.max_pending_requests_num
 
     def wait_ack(self, header: EntryHeader) -> asyncio.Future[AppendEntryResponse]:
         """``waitAck``: a future completed once a quorum holds ``header``'s entry."""
@@ -138,28 +140,38 @@ class LeaderPusher:
         self._wait(header, fut, None)
         return fut
 
-    def wait_ack_then(self, header: EntryHeader, on_answer: AnswerCallback) -> None:
+    def wait_ack_then(
+        self, header: EntryHeader, on_answer: AnswerCallback, body: bytes | bytearray | None
+    ) -> None:
         """:meth:`wait_ack` with no future: ``on_answer(code)`` is called once, from the ack
-        checker (at once in a group of one)."""
-        self._wait(header, None, on_answer)
+        checker (at once in a group of one). ``body``: the entry's body exactly as written,
+        if the caller has it (pushes are encoded from it, not from the log read back)."""
+        self._wait(header, None, on_answer, body)
 
     def _wait(
         self,
         header: EntryHeader,
         fut: asyncio.Future[AppendEntryResponse] | None,
         on_answer: AnswerCallback | None,
+        body: bytes | bytearray | None = None,
     ) -> None:
         term, index = header.term, header.index
-        self.update_peer_water_mark(term, self._self_id, index)
+        marks = self.peer_water_marks_by_term.get(term) or self._water_marks(term)
+        if marks.get(self._self_id, -1) < index:
+            marks[self._self_id] = index
         p = PendingAppend(index, header.pos, self.clock.monotonic_ms(), fut, on_answer)
         if self._alone:
             self.store.update_committed_index(index)
             self._on_committed()
             self._answer(term, p, DLedgerResponseCode.SUCCESS)
             return
-        self.pending_by_term.setdefault(term, {})[index] = p
-        self.fragments.appended(term, index, term, header.pos, header.size)
-        self.wakeup_dispatchers()
+        pending = self.pending_by_term.get(term)
+        if pending is None:
+            pending = self.pending_by_term[term] = {}
+        pending[index] = p
+        self.fragments.appended(term, index, term, header.pos, header.size, body)
+        for wakeup in self._dispatcher_wakeups:
+            wakeup.set()
 
     def _answer(self, term: int, p: PendingAppend, code: int) -> None:
         """Answer ``p`` (taken out of the pending table by the caller) with ``code``, once."""
@@ -209,6 +221,28 @@ class LeaderPusher:
             ]:
                 self._answer(term, pending.pop(index), DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
 
+    def _answer_acked(
+        self, term: int, pending: dict[int, PendingAppend], quorum_index: int
+    ) -> tuple[int, bool]:
+        """Answer 200 to the appends from ``quorum_index`` down to the last quorum index, as
+        long as they are pending: (how many, whether one was missing)."""
+        ack = 0
+        i = quorum_index
+        success = DLedgerResponseCode.SUCCESS
+        while i > self._last_quorum_index:
+            acked = pending.pop(i, None)
+            if acked is None:
+                return ack, True
+            on_answer = acked.on_answer
+            if on_answer is not None:  # a broker's send (_answer inlined: once per entry)
+                acked.on_answer = None
+                on_answer(success)
+            else:
+                self._answer(term, acked, success)
+            ack += 1
+            i -= 1
+        return ack, False
+
     def _check_quorum(self) -> None:  # noqa: C901 - upstream's one loop body
         term = self.state.curr_term
         if term != self._checker_term:
@@ -228,17 +262,7 @@ class LeaderPusher:
             self._on_committed()
         pending = self.pending_by_term.setdefault(term, {})
         now = self.clock.monotonic_ms()
-        need_check = False
-        ack = 0
-        i = quorum_index
-        while i > self._last_quorum_index:
-            acked = pending.pop(i, None)
-            if acked is None:
-                need_check = True
-                break
-            self._answer(term, acked, DLedgerResponseCode.SUCCESS)
-            ack += 1
-            i -= 1
+        ack, need_check = self._answer_acked(term, pending, quorum_index)
         if ack == 0:
             i = quorum_index + 1
             while True:

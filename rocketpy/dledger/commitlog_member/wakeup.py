@@ -24,14 +24,19 @@ def _wake(fut: asyncio.Future[None]) -> None:
 class Wakeup:
     """A level-triggered wake-up for one sleeping loop."""
 
-    __slots__ = ("_flag", "_waiter")
+    __slots__ = ("_flag", "_loop", "_waiter")
 
     def __init__(self) -> None:
         self._flag = False
         self._waiter: asyncio.Future[None] | None = None
+        #: The sleeper's loop, taken at its first wait (asyncio.get_running_loop() is a
+        #: getpid() system call, and these loops sleep once per push answer).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def set(self) -> None:
         """``wakeup``: mark, and wake the sleeper if there is one."""
+        if self._flag:  # marked already: any sleeper was woken then (twice per append)
+            return
         self._flag = True
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -40,7 +45,9 @@ class Wakeup:
     async def wait(self, timeout_s: float) -> None:
         """``waitForRunning``: until marked or ``timeout_s`` passed; then clear the mark."""
         if not self._flag:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiter = waiter
             timer = loop.call_later(timeout_s, _wake, waiter)

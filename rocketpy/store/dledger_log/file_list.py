@@ -37,6 +37,7 @@ class MmapFileList:
         self.queue = MappedFileQueue(directory, file_size, allocate=True)
         self.file_size = file_size
         self.use_blank = use_blank
+        self._blank = MIN_BLANK_LEN if use_blank else 0
         self._ahead: MappedFile | None = None
 
     @property
@@ -119,7 +120,7 @@ class MmapFileList:
         Raises:
             StoreError: ``length`` can never fit a file.
         """
-        blank = MIN_BLANK_LEN if self.use_blank else 0
+        blank = self._blank
         if length + blank > self.file_size:
             raise StoreError(f"{length} bytes never fit a {self.file_size}-byte file")
         mf = self.queue.last
@@ -143,6 +144,12 @@ class MmapFileList:
     def last_for_write(self, length: int) -> tuple[MappedFile, int]:
         """:meth:`pre_append` for writers that encode in place: the file and the position in it
         where ``length`` bytes go; the caller writes them and advances ``wrote_position``."""
+        files = self.queue.files
+        if files:  # the usual case, once per entry: it fits the last file with room to spare
+            mf = files[-1]
+            rel = mf.wrote_position
+            if rel + length + self._blank <= mf.size:
+                return mf, rel
         offset = self.pre_append(length)
         mf = self.files[-1]
         return mf, offset - mf.file_from_offset

@@ -68,6 +68,17 @@ def dledger_base_dir(store_root: Path, self_id: str) -> Path:
     return store_root / f"dledger-{self_id}"
 
 
+def _finish_entry(  # noqa: PLR0917 - the header's fields, positional: per entry
+    buf: mmap.mmap, rel: int, magic: int, size: int, index: int, term: int, pos: int,
+    channel: int, chain_crc: int, body_crc: int,
+) -> None:  # fmt: skip
+    """Header bytes 4..48 first (magic 0), the magic last (see the module docstring)."""
+    ENTRY_HEADER.pack_into(
+        buf, rel, 0, size, index, term, pos, channel, chain_crc, body_crc, size - BODY_OFFSET
+    )
+    _INT32.pack_into(buf, rel, magic)
+
+
 class DLedgerStoreError(StoreError):
     """An append, read or truncation the log refuses; ``code`` is the DLedgerResponseCode name
     upstream answers with (INDEX_OUT_OF_RANGE, INCONSISTENT_INDEX, DISK_ERROR, ...)."""
@@ -176,7 +187,9 @@ class DLedgerLogStore:
             term: the leader's current term (the caller checked it leads and no transfer runs).
             queue_offset: written into the record's QUEUEOFFSET when given.
             patch: write PHYSICALOFFSET = pos + 48 into the record (``DLedgerCommitLog``'s
-                append hook); False for a body that is not a record.
+                append hook); False for a body that is not a record. A ``bytearray`` body is
+                patched in place before it is copied, so it then holds the entry's body as
+                written (the leader encodes its pushes from it, not from a read back).
 
         Returns:
             The header as written (``record_offset`` is the message's physical offset).
@@ -193,12 +206,18 @@ class DLedgerLogStore:
         pos = mf.file_from_offset + rel
         index = self.ledger_end_index + 1
         buf = mf.buffer
-        buf[rel + BODY_OFFSET : rel + size] = body
-        if patch:  # length checked above: the record's PHYSICALOFFSET lies inside the body
-            _INT64.pack_into(buf, rel + BODY_OFFSET + PHYSICAL_OFFSET_POS, pos + BODY_OFFSET)
+        if patch and type(body) is bytearray:  # length checked above: the patches fit
+            _INT64.pack_into(body, PHYSICAL_OFFSET_POS, pos + BODY_OFFSET)
             if queue_offset is not None:
-                _INT64.pack_into(buf, rel + BODY_OFFSET + QUEUE_OFFSET_POS, queue_offset)
-        self._finish_entry(buf, rel, CURRENT_MAGIC, size, index, term, pos, 0, 0, 0)
+                _INT64.pack_into(body, QUEUE_OFFSET_POS, queue_offset)
+            buf[rel + BODY_OFFSET : rel + size] = body
+        else:
+            buf[rel + BODY_OFFSET : rel + size] = body
+            if patch:
+                _INT64.pack_into(buf, rel + BODY_OFFSET + PHYSICAL_OFFSET_POS, pos + BODY_OFFSET)
+                if queue_offset is not None:
+                    _INT64.pack_into(buf, rel + BODY_OFFSET + QUEUE_OFFSET_POS, queue_offset)
+        _finish_entry(buf, rel, CURRENT_MAGIC, size, index, term, pos, 0, 0, 0)
         mf.wrote_position = rel + size
         self._append_index(CURRENT_MAGIC, pos, size, index, term)
         return EntryHeader(CURRENT_MAGIC, size, index, term, pos, len(body))
@@ -219,32 +238,25 @@ class DLedgerLogStore:
         self._write_verbatim(entry)
 
     def _write_verbatim(self, entry: DLedgerEntry) -> None:
-        size = entry.size
+        body, pos, magic, index, term = entry.body, entry.pos, entry.magic, entry.index, entry.term
+        size = BODY_OFFSET + len(body)  # entry.size, once per pushed entry
         mf, rel = self.data.last_for_write(size)
-        if mf.file_from_offset + rel != entry.pos:
-            raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {entry.pos}")
+        if mf.file_from_offset + rel != pos:
+            raise DLedgerStoreError("DISK_ERROR", f"{mf.file_from_offset + rel} != {pos}")
         buf = mf.buffer
-        buf[rel + BODY_OFFSET : rel + size] = entry.body
-        self._finish_entry(
-            buf, rel, entry.magic, size, entry.index, entry.term, entry.pos, entry.channel,
-            entry.chain_crc, entry.body_crc,
+        buf[rel + BODY_OFFSET : rel + size] = body
+        _finish_entry(
+            buf, rel, magic, size, index, term, pos, entry.channel, entry.chain_crc,
+            entry.body_crc,
         )  # fmt: skip
         mf.wrote_position = rel + size
-        self._append_index(entry.magic, entry.pos, size, entry.index, entry.term)
-
-    @staticmethod
-    def _finish_entry(  # noqa: PLR0917 - the header's fields, positional: per entry
-        buf: mmap.mmap, rel: int, magic: int, size: int, index: int, term: int, pos: int,
-        channel: int, chain_crc: int, body_crc: int,
-    ) -> None:  # fmt: skip
-        """Header bytes 4..48 first (magic 0), the magic last (see the module docstring)."""
-        ENTRY_HEADER.pack_into(
-            buf, rel, 0, size, index, term, pos, channel, chain_crc, body_crc, size - BODY_OFFSET
-        )
-        _INT32.pack_into(buf, rel, magic)
+        self._append_index(magic, pos, size, index, term)
 
     def _append_index(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
-        at = self.index.append(INDEX_UNIT.pack(magic, pos, size, index, term))
+        mf, rel = self.index.last_for_write(INDEX_UNIT_SIZE)  # packed in place: no bytes
+        INDEX_UNIT.pack_into(mf.buffer, rel, magic, pos, size, index, term)
+        mf.wrote_position = rel + INDEX_UNIT_SIZE
+        at = mf.file_from_offset + rel
         if at != index * INDEX_UNIT_SIZE:
             raise DLedgerStoreError("DISK_ERROR", f"index unit of {index} written at {at}")
         self.ledger_end_index = index

@@ -100,3 +100,22 @@ def test_fragments_of_appended_entries_and_of_the_log(tmp_path: Path) -> None:
         assert frags.get(4, 2)[2] == entry_fragment(store.get(2))
     finally:
         store.close()
+
+
+def test_fragment_from_the_patched_record_equals_the_log(tmp_path: Path) -> None:
+    """A bytearray record is patched in place as written (PHYSICALOFFSET, QUEUEOFFSET), so the
+    fragment the leader encodes from it equals the one encoded from the log read back."""
+    store = DLedgerLogStore(
+        DLedgerStoreConfig(base_dir=tmp_path, data_file_size=1 << 16, index_file_size=32 * 64)
+    )
+    store.load()
+    try:
+        frags = PushFragments(store)
+        for queue_offset in (7, None, 9):
+            record = bytearray(range(100))
+            h = store.append_as_leader(record, 3, queue_offset=queue_offset)
+            assert bytes(record) == store.get(h.index).body != bytes(range(100))
+            frags.appended(3, h.index, h.term, h.pos, h.size, record)
+            assert frags.get(3, h.index)[2] == entry_fragment(store.get(h.index))
+    finally:
+        store.close()
