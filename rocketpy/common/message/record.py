@@ -86,14 +86,13 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-#: Transaction types whose records are never consumed (``sys_flag & TRANSACTION_TYPE_MASK``).
-UNCONSUMABLE_TYPES: Final = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
+_UNCONSUMABLE_TYPES: Final = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
 
 
 def is_prepared_or_rollback(sys_flag: int) -> bool:
     """A prepared or rolled-back transaction record: queue offset 0, no consume-queue unit,
     never consumed."""
-    return sys_flag & TRANSACTION_TYPE_MASK in UNCONSUMABLE_TYPES
+    return sys_flag & TRANSACTION_TYPE_MASK in _UNCONSUMABLE_TYPES
 
 
 @functools.lru_cache(maxsize=4096)  # per appended message, from a handful of peers

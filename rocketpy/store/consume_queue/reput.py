@@ -20,12 +20,7 @@ import structlog
 from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.message.decoder import read_record
 from rocketpy.common.message.properties import tags_code_of
-from rocketpy.common.message.record import (
-    INT32,
-    TRANSACTION_TYPE_MASK,
-    UNCONSUMABLE_TYPES,
-    is_prepared_or_rollback,
-)
+from rocketpy.common.message.record import INT32, is_prepared_or_rollback
 from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
 from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
@@ -127,7 +122,7 @@ def _tell_arrival(done: list[DispatchRequest], on_arrival: ArrivalHook) -> None:
     tags_of: dict[tuple[str, int], dict[int, None]] = {}
     max_of: dict[tuple[str, int], int] = {}
     for r in done:
-        if r.sys_flag & TRANSACTION_TYPE_MASK in UNCONSUMABLE_TYPES:
+        if is_prepared_or_rollback(r.sys_flag):
             continue
         queue = (r.topic, r.queue_id)
         max_of[queue] = r.consume_queue_offset + 1
@@ -262,7 +257,7 @@ class ReputService:
             return
         if len(done) > 1:
             _tell_arrival(done, on_arrival)
-        elif last.sys_flag & TRANSACTION_TYPE_MASK not in UNCONSUMABLE_TYPES:
+        elif not is_prepared_or_rollback(last.sys_flag):
             on_arrival(last.topic, last.queue_id, last.consume_queue_offset + 1, last.tags_code)
 
     def _take(self, offset: int, bound: int) -> DispatchRequest | None:
