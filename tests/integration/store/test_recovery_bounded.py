@@ -322,6 +322,34 @@ async def test_store_lock_refuses_a_second_process(tmp_path: Path) -> None:
         await store.stop()
 
 
+async def _torn_after_crash(cfg: MessageStoreConfig) -> tuple[int, int, int]:
+    """A store of 110 messages with properties, stopped; then what a kill of this boot leaves
+    of a replica: the last 10 records undispatched (their units forgotten), a same-boot
+    ``abort``, and the last record torn after its body (its last 12 bytes zero). Returns
+    (first undispatched record, last record, written end)."""
+    store = MessageStore(cfg)
+    await store.start()
+    offsets = []
+    for i in range(110):
+        msg = _msg(i, i % 2)
+        msg.properties = f"UNIQ_KEY\x01UNIQ{i:028d}\x02WAIT\x01true\x02"
+        r = await store.put_message(msg)
+        assert r.status is PutMessageStatus.PUT_OK
+        offsets.append(r.wrote_offset)
+    written_end = store.commit_log.max_offset
+    await wait_until(lambda: store.reput.reput_from >= written_end, 5)
+    await store.stop()
+    tail_start = await _drop_last_units(cfg, 10)
+    cfg.abort_path.write_text(f"{os.getpid()}\nbootId={current_boot_id()}\n")
+    last = offsets[-1]
+    base = last - last % SEGMENT
+    seg = cfg.commit_log_dir / f"{base:020d}"
+    data = bytearray(seg.read_bytes())
+    data[written_end - base - 12 : written_end - base] = bytes(12)
+    seg.write_bytes(bytes(data))
+    return tail_start, last, written_end
+
+
 async def test_replica_recovery_cuts_the_last_record_a_tear_left_whole_looking(
     tmp_path: Path,
 ) -> None:
@@ -335,27 +363,7 @@ async def test_replica_recovery_cuts_the_last_record_a_tear_left_whole_looking(
     the log ends at its start, the queues hold 55 and 54, and a clean restart keeps that."""
     async with asyncio.timeout(30):
         cfg = _config(tmp_path)
-        store = MessageStore(cfg)
-        await store.start()
-        offsets = []
-        for i in range(110):
-            msg = _msg(i, i % 2)
-            msg.properties = f"UNIQ_KEY\x01UNIQ{i:028d}\x02WAIT\x01true\x02"
-            r = await store.put_message(msg)
-            assert r.status is PutMessageStatus.PUT_OK
-            offsets.append(r.wrote_offset)
-        written_end = store.commit_log.max_offset
-        await wait_until(lambda: store.reput.reput_from >= written_end, 5)
-        await store.stop()
-        tail_start = await _drop_last_units(cfg, 10)
-        cfg.abort_path.write_text(f"{os.getpid()}\nbootId={current_boot_id()}\n")
-        last = offsets[-1]
-        seg = cfg.commit_log_dir / f"{last - last % SEGMENT:020d}"
-        data = bytearray(seg.read_bytes())
-        data[written_end - (last - last % SEGMENT) - 12 : written_end - (last - last % SEGMENT)] = (
-            bytes(12)
-        )
-        seg.write_bytes(bytes(data))
+        tail_start, last, _ = await _torn_after_crash(cfg)
 
         replica = MessageStore(cfg, replica=True)
         await replica.start()
@@ -393,25 +401,7 @@ async def test_controller_store_holds_the_last_walked_record_until_its_role_is_k
     54); after 3 a slave's log ends at the record's start, a master's queues reach 55 and 55."""
     async with asyncio.timeout(30):
         cfg = _config(tmp_path)
-        store = MessageStore(cfg)
-        await store.start()
-        offsets = []
-        for i in range(110):
-            msg = _msg(i, i % 2)
-            msg.properties = f"UNIQ_KEY\x01UNIQ{i:028d}\x02WAIT\x01true\x02"
-            r = await store.put_message(msg)
-            offsets.append(r.wrote_offset)
-        written_end = store.commit_log.max_offset
-        await wait_until(lambda: store.reput.reput_from >= written_end, 5)
-        await store.stop()
-        await _drop_last_units(cfg, 10)
-        cfg.abort_path.write_text(f"{os.getpid()}\nbootId={current_boot_id()}\n")
-        last = offsets[-1]
-        base = last - last % SEGMENT
-        seg = cfg.commit_log_dir / f"{base:020d}"
-        data = bytearray(seg.read_bytes())
-        data[written_end - base - 12 : written_end - base] = bytes(12)
-        seg.write_bytes(bytes(data))
+        _, last, written_end = await _torn_after_crash(cfg)
 
         held = MessageStore(cfg, hold_tail=True)
         await held.start()
