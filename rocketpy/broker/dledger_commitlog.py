@@ -287,21 +287,18 @@ class DLedgerCommitLog(CommitLog):
         prepared = 0
         records: list[bytearray] = []
         now = self.clock.wall_ms()
-        max_body = self.config.max_message_size
         for flag, body, text in items:
-            if len(body) > max_body:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            props = text.encode()
-            if len(props) > MAX_PROPERTIES_BYTES:
-                return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-            records.append(self._encode(what, flag, body, props, prepared, now))
+            rec = self._record(what, flag, body, text, prepared, now)
+            if isinstance(rec, PutResult):
+                return rec
+            records.append(rec)
         sys_flag = what.sys_flag
         topic, queue_id = what.topic, what.queue_id
         step = 0 if is_prepared_or_rollback(sys_flag) else 1
         first_queue_offset = self._take_queue_offsets(topic, queue_id, sys_flag, len(records))
         headers: list[EntryHeader] = []
         queue_offset = first_queue_offset
-        hints = self.dispatch_hints if len(self.dispatch_hints) < MAX_DISPATCH_HINTS else None
+        hinted = len(self.dispatch_hints) < MAX_DISPATCH_HINTS  # the whole batch, or none
         single = len(records) == 1
         for i, rec in enumerate(records):
             try:
@@ -320,12 +317,9 @@ class DLedgerCommitLog(CommitLog):
             # scanned=True: what the checkpoint's physicMsgTimestamp follows. Every record
             # the DLedger reput dispatches is committed, and flushed by the member within
             # flushFileInterval, hinted or parsed back alike.
-            if hints is not None:
-                text = items[i][2]
-                hints.append(DispatchRequest(
-                    topic, queue_id, header.pos + BODY_OFFSET, len(rec), tags_code_of(text), now,
-                    queue_offset * step, text, sys_flag, prepared, scanned=True,
-                ))  # fmt: skip
+            if hinted:
+                self._hint(what, header.pos + BODY_OFFSET, len(rec), items[i][2], now,
+                           queue_offset * step, prepared)  # fmt: skip
             queue_offset += step
         self.last_store_timestamp = now
         self._on_append()
@@ -337,15 +331,11 @@ class DLedgerCommitLog(CommitLog):
         lists, the loop and the joins of a batch."""
         if not fields_fit(msg):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        body, text = msg.body, msg.properties
-        if len(body) > self.config.max_message_size:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        props = text.encode()
-        if len(props) > MAX_PROPERTIES_BYTES:
-            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         now = self.clock.wall_ms()
         prepared = msg.prepared_transaction_offset
-        rec = self._encode(msg, msg.flag, body, props, prepared, now)
+        rec = self._record(msg, msg.flag, msg.body, msg.properties, prepared, now)
+        if isinstance(rec, PutResult):
+            return rec
         sys_flag, topic, queue_id = msg.sys_flag, msg.topic, msg.queue_id
         step = 0 if is_prepared_or_rollback(sys_flag) else 1
         queue_offset = self._take_queue_offsets(topic, queue_id, sys_flag, 1)
@@ -359,12 +349,8 @@ class DLedgerCommitLog(CommitLog):
             log.info("dledger append refused", code=e.code, topic=topic)
             return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
         offset, size = header.pos + BODY_OFFSET, len(rec)
-        hints = self.dispatch_hints
-        if len(hints) < MAX_DISPATCH_HINTS:  # see _append
-            hints.append(DispatchRequest(
-                topic, queue_id, offset, size, tags_code_of(text), now, queue_offset * step,
-                text, sys_flag, prepared, scanned=True,
-            ))  # fmt: skip
+        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:  # see _append
+            self._hint(msg, offset, size, msg.properties, now, queue_offset * step, prepared)
         self.last_store_timestamp = now
         self._on_append()
         answers.expect(PutResult(
@@ -372,6 +358,29 @@ class DLedgerCommitLog(CommitLog):
             queue_offset, now, 1,
         ), 1)  # fmt: skip
         return None
+
+    def _record(  # noqa: PLR0917 -- positional: called per record
+        self, what: MessageToStore | MessageBatch, flag: int, body: bytes, text: str,
+        prepared: int, now: int,
+    ) -> bytearray | PutResult:  # fmt: skip
+        """One message's record (:meth:`_encode`), or the refusal of a body or properties
+        over their limits."""
+        if len(body) > self.config.max_message_size:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        props = text.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        return self._encode(what, flag, body, props, prepared, now)
+
+    def _hint(  # noqa: PLR0917 -- positional: called per record
+        self, what: MessageToStore | MessageBatch, offset: int, size: int, text: str, now: int,
+        queue_offset: int, prepared: int,
+    ) -> None:  # fmt: skip
+        """Leave the dispatch hint of the record just appended at ``offset``."""
+        self.dispatch_hints.append(DispatchRequest(
+            what.topic, what.queue_id, offset, size, tags_code_of(text), now, queue_offset,
+            text, what.sys_flag, prepared, scanned=True,
+        ))  # fmt: skip
 
     def _result(
         self, pending: list[EntryHeader], records: list[bytearray], queue_offset: int, now: int
