@@ -399,7 +399,7 @@ class MessageStore:
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         q = ConsumeQueue(
             self.config.consume_queue_dir, topic, queue_id,
-            self.config.mapped_file_size_consume_queue,
+            self.config.mapped_file_size_consume_queue, self._alloc_executor,
         )  # fmt: skip
         self.queues[(topic, queue_id)] = q
         return q

@@ -17,6 +17,10 @@ A malformed or oversized frame is logged with the peer address and closes this c
 the connection dies every pending request fails with :class:`ConnectionClosed` chained to the cause.
 Back-pressure: when the transport's write buffer is over its high-water mark, reading pauses until
 it drains; in-flight requests beyond ``max_inflight`` are answered SYSTEM_BUSY straight away.
+Fairness: a connection handles at most two reads per loop turn. uvloop (libuv) reads a socket up
+to 32 times per poll while each read fills its buffer, so a pipelined producer could hold the
+loop for hundreds of milliseconds (megabytes of sends) while the reput, timers and every other
+connection wait; a second read in one turn pauses reading until the loop has turned.
 """
 
 from __future__ import annotations
@@ -94,6 +98,10 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._write_paused = False
+        #: A read was handled in this loop turn / reading is paused until the turn ends.
+        self._turn_read = False
+        self._turn_paused = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: True while data_received decodes a read: answers wait for its one write.
         self._reading = False
         self._closed = False
@@ -251,6 +259,7 @@ class Connection(asyncio.Protocol):
         """Remember the transport and the peer address."""
         # uvloop's transports implement the interface without subclassing asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = f"{peer[0]}:{peer[1]}"
@@ -281,6 +290,27 @@ class Connection(asyncio.Protocol):
             # What these frames answered goes out now, not a loop turn later (one epoll and
             # one turn less per request when few are in flight).
             self._write_out()
+        if not self._turn_read:
+            self._turn_read = True
+            if self._loop is not None:
+                self._loop.call_soon(self._turned)
+        elif (
+            not self._turn_paused
+            and self._transport is not None
+            and not self._transport.is_closing()
+        ):
+            # A second read in this turn: let the loop turn before the next one.
+            self._turn_paused = True
+            self._transport.pause_reading()
+
+    def _turned(self) -> None:
+        """The loop turned since this connection's first read of the last turn."""
+        self._turn_read = False
+        if self._turn_paused:
+            self._turn_paused = False
+            transport = self._transport
+            if not self._write_paused and transport is not None and not transport.is_closing():
+                transport.resume_reading()
 
     def _drain_frames(self) -> None:
         buf = self._buf
@@ -441,7 +471,11 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The write buffer drained below its low-water mark."""
         self._write_paused = False
-        if self._transport is not None and not self._transport.is_closing():
+        if (
+            not self._turn_paused
+            and self._transport is not None
+            and not self._transport.is_closing()
+        ):
             self._transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:

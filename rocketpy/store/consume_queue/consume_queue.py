@@ -24,12 +24,15 @@ from rocketpy.store.consume_queue.unit import (
     encode_unit,
     units_struct,
 )
-from rocketpy.store.mapped_file import MappedFile
+from rocketpy.store.mapped_file import RESERVE_CHUNK, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
 
 _UNIT_PACK: Final = UNIT.pack_into
+#: :meth:`ConsumeQueue.put_nowait` reserves a segment's next chunk of disk blocks once less than
+#: this much of its reserved room is left after a write (a 1 MiB chunk holds 52,428 units).
+RESERVE_AHEAD: Final = RESERVE_CHUNK // 2
 
 
 def _unit(mf: MappedFile, pos: int) -> tuple[int, int, int]:
@@ -55,7 +58,11 @@ def _valid_units(mf: MappedFile) -> int:
 class ConsumeQueue:
     """Units of one queue; queue offset ``n`` lives at logical byte ``n * 20``."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(
+        self, root: Path, topic: str, queue_id: int, file_size: int, alloc: Executor | None = None
+    ) -> None:
+        """``alloc``: the allocation thread :meth:`put_nowait` reserves disk blocks ahead on
+        (None: only :meth:`put` reserves them, when it must)."""
         self.topic = topic
         self.queue_id = queue_id
         # Segment size must hold whole units (upstream rounds it the same way).
@@ -65,6 +72,8 @@ class ConsumeQueue:
         self.max_physic_offset = 0
         #: Set (on the loop) when the topic is deleted; no segment is made after that.
         self.deleted = False
+        self._alloc = alloc
+        self._ahead: asyncio.Future[None] | None = None
 
     @property
     def max_offset(self) -> int:
@@ -152,8 +161,10 @@ class ConsumeQueue:
         ):
             return False
         _UNIT_PACK(last.buffer, pos, commit_log_offset, size, tags_code)
-        last.wrote_position = pos + UNIT_SIZE
+        last.wrote_position = pos = pos + UNIT_SIZE
         self.max_physic_offset = commit_log_offset + size
+        if last.allocated - pos < RESERVE_AHEAD:
+            self._reserve_ahead(last)
         return True
 
     def put_run_nowait(self, units: list[int], queue_offset: int) -> bool:
@@ -173,9 +184,35 @@ class ConsumeQueue:
         ):
             return False
         units_struct(count).pack_into(last.buffer, pos, *units)
-        last.wrote_position = pos + UNIT_SIZE * count
+        last.wrote_position = pos = pos + UNIT_SIZE * count
         self.max_physic_offset = units[-3] + units[-2]
+        if last.allocated - pos < RESERVE_AHEAD:
+            self._reserve_ahead(last)
         return True
+
+    def _reserve_ahead(self, mf: MappedFile) -> None:
+        """Reserve ``mf``'s next chunk of disk blocks on the allocation thread now, while
+        room is left: a reput that reaches the end of the reserved room waits for that thread
+        (behind a segment preallocation, and for the loop's GIL), which held dispatch for a
+        hundred milliseconds at a time while the queues of a busy topic filled together.
+        Best effort: :meth:`put` still reserves what is missing when it gets there."""
+        if self._ahead is not None or self._alloc is None or mf.allocated >= mf.size:
+            return
+        try:
+            ahead = asyncio.get_running_loop().run_in_executor(
+                self._alloc, mf.reserve, mf.allocated + RESERVE_CHUNK
+            )
+        except RuntimeError:  # the allocation thread has shut down (the store stops)
+            return
+        self._ahead = ahead
+        ahead.add_done_callback(self._reserved_ahead)
+
+    def _reserved_ahead(self, ahead: asyncio.Future[None]) -> None:
+        self._ahead = None
+        error = None if ahead.cancelled() else ahead.exception()
+        if error is not None:
+            log.warning("consume queue blocks not reserved ahead", topic=self.topic,
+                        queue_id=self.queue_id, error=str(error))  # fmt: skip
 
     async def put(self, unit: CqUnit, queue_offset: int, alloc: Executor) -> bool:
         """Append ``unit`` at ``queue_offset``; False when skipped as a duplicate or when the
