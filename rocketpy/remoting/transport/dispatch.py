@@ -74,9 +74,16 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
-NowaitResult = RemotingCommand | bytes | None | Awaitable[RemotingCommand | None]
+NowaitResult = (
+    RemotingCommand
+    | bytes
+    | None
+    | Awaitable[RemotingCommand | None]
+    | asyncio.Future[RemotingCommand | bytes | None]
+)
 #: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
-#: whole frame) or returns an awaitable of a command or None when it has to wait.
+#: whole frame) or returns an awaitable of a command or None when it has to wait (or a future
+#: that may also hold a frame: a request queued for a slot, ``broker/request_gate.py``).
 NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 #: Answers a run of requests of one code, in their order, appending to the list it is given
 #: each one's result as the code's :data:`NowaitProcessor` would return it; it stops at the
@@ -90,6 +97,7 @@ Settled = (
     | bytes
     | Coroutine[Any, Any, RemotingCommand | None]
     | asyncio.Future[RemotingCommand | None]
+    | asyncio.Future[RemotingCommand | bytes | None]
     | None
 )
 
@@ -222,14 +230,19 @@ def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult)
 
 
 def answer_of(
-    ctx: RequestContext, request: RemotingCommand, done: asyncio.Future[RemotingCommand | None]
-) -> RemotingCommand | None:
+    ctx: RequestContext,
+    request: RemotingCommand,
+    done: asyncio.Future[RemotingCommand | None] | asyncio.Future[RemotingCommand | bytes | None],
+) -> RemotingCommand | bytes | None:
     """What :func:`_finish` makes of a processor's future, once ``done`` (not cancelled): the
-    response to write (None: nothing). A BaseException that is not an Exception (SystemExit...)
-    is raised again: it is no answer."""
+    response to write, or its frame (a queued send's), None: nothing. A BaseException that is
+    not an Exception (SystemExit...) is raised again: it is no answer."""
     error = done.exception()
     if error is None:
-        return _reply(request, done.result())
+        result = done.result()
+        if isinstance(result, bytes):
+            return None if request.is_oneway else result
+        return _reply(request, result)
     if not isinstance(error, Exception):
         raise error
     return _reply(request, _error_response(ctx, request, error))
