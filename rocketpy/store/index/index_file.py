@@ -23,12 +23,10 @@ from pathlib import Path
 from typing import Final
 
 from rocketpy.common.errors import StoreError
-from rocketpy.common.javahash import java_string_hash
 from rocketpy.store.index import record as r
 from rocketpy.store.index.record import IndexHeader
 from rocketpy.store.mapped_file import allocate_blocks, reserve_blocks
 
-_INT_MIN_ABS: Final = 2**31
 _SLOT_UNPACK: Final = r.SLOT.unpack_from
 _SLOT_PACK: Final = r.SLOT.pack_into
 _ENTRY_PACK: Final = r.ENTRY.pack_into
@@ -144,68 +142,24 @@ class IndexFile:
         return r.is_time_matched(begin, end, self.header)
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        """Add ``key`` -> ``phy_offset`` (``IndexFile.putKey``). On the loop: small copies.
+        """Add ``key`` -> ``phy_offset`` (``IndexFile.putKey``); False when the file is full.
+        On the loop: small copies."""
+        return self.put_hashes(((r.index_key_hash(key), phy_offset, store_timestamp),)) == 1
 
-        Runs for every indexed key, so the record helpers (``index_key_hash``,
-        ``slot_position``, ``entry_position``, ``time_diff_seconds``) are inlined here.
-
-        Returns:
-            False when the file is full.
-        """
-        header = self.header
-        index_no = header.index_count
-        if index_no >= self._room:
-            if index_no >= self.index_num:
-                return False
-            self._grow(index_no + 1)
-        mapped = self._map
-        if mapped is None:
-            raise StoreError(f"index file {self.path} is closed")
-        h = java_string_hash(key)
-        key_hash = -h if h < 0 else h
-        if key_hash == _INT_MIN_ABS:  # Math.abs(Integer.MIN_VALUE) stays negative: upstream uses 0
-            key_hash = 0
-        slot_pos = r.INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * r.HASH_SLOT_SIZE
-        slot_value = _SLOT_UNPACK(mapped, slot_pos)[0]
-        if slot_value <= r.INVALID_INDEX or slot_value > index_no:
-            slot_value = r.INVALID_INDEX
-            header.hash_slot_count += 1
-        begin = header.begin_timestamp
-        # time_diff_seconds: Java's truncating long division, clamped to [0, Integer.MAX_VALUE].
-        diff = store_timestamp - begin
-        time_diff = 0 if begin <= 0 or diff < 1000 else min(diff // 1000, r.INT_MAX)
-        _ENTRY_PACK(
-            mapped, self._entries_pos + index_no * r.INDEX_SIZE,
-            key_hash, phy_offset, time_diff, slot_value,
-        )  # fmt: skip
-        _SLOT_PACK(mapped, slot_pos, index_no)
-        # Upstream quirk kept for identical files: the first entry's timeDiff is taken against
-        # the begin inherited from the previous file, then begin moves to this entry's time.
-        if index_no <= 1:
-            header.begin_timestamp = begin = store_timestamp
-            header.begin_phy_offset = phy_offset
-        header.end_timestamp = store_timestamp
-        header.end_phy_offset = phy_offset
-        header.index_count = index_no + 1
-        _HEADER_PACK(
-            mapped, 0, begin, store_timestamp, header.begin_phy_offset, phy_offset,
-            header.hash_slot_count, index_no + 1,
-        )  # fmt: skip
-        return True
-
-    def put_keys(self, keys: Sequence[tuple[str, int, int]]) -> int:
-        """:meth:`put_key` for each ``(key, phy offset, store timestamp)`` in order, until the
+    def put_hashes(self, entries: Sequence[tuple[int, int, int]]) -> int:
+        """:meth:`put_key` for each ``(index key hash, phy offset, store timestamp)`` in order
+        (the hash as :func:`~rocketpy.store.index.record.index_key_hash` gives it), until the
         file is full; the header is written once, after the last entry (its bytes end as
-        ``put_key`` one at a time leaves them). Returns how many were added. A batch's keys
-        (``IndexService.dispatch_run``); a single message's key keeps :meth:`put_key`, which a
-        one-key call of this would make slower."""
+        ``put_key`` one at a time leaves them). Returns how many were added. Runs for every
+        indexed key (``IndexService.dispatch_run``), so the record helpers
+        (``slot_position``, ``entry_position``, ``time_diff_seconds``) are inlined here."""
         header = self.header
         index_no = header.index_count
         index_num = self.index_num
         if index_no >= index_num:
             return 0
-        if index_no + len(keys) > self._room:
-            self._grow(min(index_no + len(keys), index_num))
+        if index_no + len(entries) > self._room:
+            self._grow(min(index_no + len(entries), index_num))
         mapped = self._map
         if mapped is None:
             raise StoreError(f"index file {self.path} is closed")
@@ -216,13 +170,9 @@ class IndexFile:
         slot_count = header.hash_slot_count
         added = 0
         phy_offset = store_timestamp = 0
-        for key, phy_offset, store_timestamp in keys:
+        for key_hash, phy_offset, store_timestamp in entries:
             if index_no >= index_num:
                 break
-            h = java_string_hash(key)
-            key_hash = -h if h < 0 else h
-            if key_hash == _INT_MIN_ABS:  # Math.abs(Integer.MIN_VALUE) stays negative: 0 then
-                key_hash = 0
             slot_pos = r.INDEX_HEADER_SIZE + (key_hash % slots) * r.HASH_SLOT_SIZE
             slot_value = _SLOT_UNPACK(mapped, slot_pos)[0]
             if slot_value <= r.INVALID_INDEX or slot_value > index_no:

@@ -38,6 +38,7 @@ from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
+from rocketpy.store.index.record import index_key_hash
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +71,7 @@ class IndexServiceStatistics:
 
 @dataclass(frozen=True, slots=True)
 class _PendingKey:
-    key: str
+    key_hash: int
     phy_offset: int
     store_timestamp: int
 
@@ -237,39 +238,14 @@ class IndexService:
         """Index ``UNIQ_KEY`` and every space-separated ``KEYS`` entry of the request's
         properties as ``topic#key`` (``buildIndex``). Records below the last indexed offset
         (re-dispatch) and rolled-back transaction records are skipped. Never blocks."""
-        phy_offset = request.commit_log_offset
-        files = self._files
-        if self._pending or not files:
-            if phy_offset < self._last_indexed_offset():
-                return
-        elif phy_offset < files[-1].header.end_phy_offset:
-            return
-        if request.sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK:
-            return
-        keys, uniq = keys_of(request.properties)
-        topic = request.topic
-        timestamp = request.store_timestamp
-        # The current file while nothing waits (else every key goes through _put, in order);
-        # r.build_key inlined: this runs for every key of every record.
-        current = files[-1] if files and not self._pending else None
-        if uniq:
-            key = f"{topic}#{uniq}"
-            if current is None or not current.put_key(key, phy_offset, timestamp):
-                self._put(key, phy_offset, timestamp)
-        if keys:
-            for k in keys.split(r.KEY_SEPARATOR):
-                if k:
-                    key = f"{topic}#{k}"
-                    if current is None or not current.put_key(key, phy_offset, timestamp):
-                        self._put(key, phy_offset, timestamp)
+        self.dispatch_run((request,))
 
     def dispatch_run(self, run: Sequence[DispatchRequest], /) -> None:
         """:meth:`dispatch` for each record of a run (consecutive records, ascending offsets:
         a dispatch pass), the keys written to the current file with one call, its header
-        packed once.
-        The same entries in the same order as one :meth:`dispatch` per record."""
+        packed once."""
         floor = self._last_indexed_offset()
-        items: list[tuple[str, int, int]] = []
+        items: list[tuple[int, int, int]] = []
         for request in run:
             phy_offset = request.commit_log_offset
             if phy_offset < floor or (
@@ -279,32 +255,36 @@ class IndexService:
             keys, uniq = keys_of(request.properties)
             topic = request.topic
             timestamp = request.store_timestamp
-            if uniq:
-                items.append((f"{topic}#{uniq}", phy_offset, timestamp))
+            if uniq:  # r.build_key inlined: this runs for every record
+                items.append((index_key_hash(f"{topic}#{uniq}"), phy_offset, timestamp))
             if keys:
                 for k in keys.split(r.KEY_SEPARATOR):
                     if k:
-                        items.append((f"{topic}#{k}", phy_offset, timestamp))
+                        items.append((index_key_hash(f"{topic}#{k}"), phy_offset, timestamp))
+        if not items:
+            return
         files = self._files
-        done = files[-1].put_keys(items) if files and not self._pending else 0
-        for key, phy_offset, timestamp in items[done:]:
-            self._put(key, phy_offset, timestamp)
+        done = files[-1].put_hashes(items) if files and not self._pending else 0
+        for key_hash, phy_offset, timestamp in items[done:]:
+            self._put(key_hash, phy_offset, timestamp)
 
     def _last_indexed_offset(self) -> int:
         if self._pending:
             return self._pending[-1].phy_offset
         return self._files[-1].header.end_phy_offset if self._files else 0
 
-    def _put(self, key: str, phy_offset: int, store_timestamp: int) -> None:
+    def _put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
         files = self._files
-        if not self._pending and files and files[-1].put_key(key, phy_offset, store_timestamp):
+        entry = ((key_hash, phy_offset, store_timestamp),)
+        if not self._pending and files and files[-1].put_hashes(entry):
             return
         if len(self._pending) >= self._index_num:
             self._dropped += 1
             if self._dropped == 1 or self._dropped % 10_000 == 0:
-                log.error("putKey error, no index file ready", key=key, dropped=self._dropped)
+                log.error("putKey error, no index file ready", key_hash=key_hash,
+                          dropped=self._dropped)  # fmt: skip
             return
-        self._pending.append(_PendingKey(key, phy_offset, store_timestamp))
+        self._pending.append(_PendingKey(key_hash, phy_offset, store_timestamp))
         self._drain_pending()
 
     def _drain_pending(self) -> None:
@@ -322,7 +302,7 @@ class IndexService:
                 self._activate_spare()
                 continue
             head = self._pending[0]
-            if current.put_key(head.key, head.phy_offset, head.store_timestamp):
+            if current.put_hashes(((head.key_hash, head.phy_offset, head.store_timestamp),)):
                 self._pending.popleft()
 
     def _activate_spare(self) -> None:
