@@ -8,6 +8,7 @@ commit-log offset. Segment creation, recovery and truncation block: run them on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Final
@@ -74,6 +75,8 @@ class ConsumeQueue:
         self.deleted = False
         self._alloc = alloc
         self._ahead: asyncio.Future[None] | None = None
+        #: The segment after the last one, made ahead (set on the allocation thread).
+        self._spare: MappedFile | None = None
 
     @property
     def max_offset(self) -> int:
@@ -191,28 +194,59 @@ class ConsumeQueue:
         return True
 
     def _reserve_ahead(self, mf: MappedFile) -> None:
-        """Reserve ``mf``'s next chunk of disk blocks on the allocation thread now, while
-        room is left: a reput that reaches the end of the reserved room waits for that thread
-        (behind a segment preallocation, and for the loop's GIL), which held dispatch for a
-        hundred milliseconds at a time while the queues of a busy topic filled together.
-        Best effort: :meth:`put` still reserves what is missing when it gets there."""
-        if self._ahead is not None or self._alloc is None or mf.allocated >= mf.size:
+        """Prepare on the allocation thread, while room is left, what the next writes need:
+        ``mf``'s next chunk of disk blocks, or once it has them all the segment after it
+        (:meth:`_prepare`). A reput that reaches the end of the reserved room, or of the
+        segment, waits for that thread (behind a segment preallocation, and for the loop's
+        GIL): dispatch stood still for a hundred milliseconds at a time while the queues of
+        a busy topic filled together, then held the loop catching up. Best effort:
+        :meth:`put` still makes what is missing when it gets there."""
+        if self._ahead is not None or self._alloc is None:
+            return
+        if mf.allocated >= mf.size and self._spare is not None:
             return
         try:
-            ahead = asyncio.get_running_loop().run_in_executor(
-                self._alloc, mf.reserve, mf.allocated + RESERVE_CHUNK
-            )
+            ahead = asyncio.get_running_loop().run_in_executor(self._alloc, self._prepare, mf)
         except RuntimeError:  # the allocation thread has shut down (the store stops)
             return
         self._ahead = ahead
-        ahead.add_done_callback(self._reserved_ahead)
+        ahead.add_done_callback(self._prepared)
 
-    def _reserved_ahead(self, ahead: asyncio.Future[None]) -> None:
+    def _prepare(self, mf: MappedFile) -> None:
+        """On the allocation thread: ``mf``'s next chunk of blocks, else the segment after it
+        with its first chunk (kept as :attr:`_spare` until the roll; recovery drops it if a
+        crash leaves it behind a segment that is not full)."""
+        if mf.allocated < mf.size:
+            mf.reserve(mf.allocated + RESERVE_CHUNK)
+            return
+        if self._spare is not None:
+            return
+        spare = self._create_segment(mf.file_from_offset + self.file_size)
+        if spare is None:
+            return
+        with contextlib.suppress(OSError):  # no room: the roll's put reserves, and reports
+            spare.reserve(RESERVE_CHUNK)
+        self._spare = spare
+
+    def _prepared(self, ahead: asyncio.Future[None]) -> None:
         self._ahead = None
         error = None if ahead.cancelled() else ahead.exception()
         if error is not None:
             log.warning("consume queue blocks not reserved ahead", topic=self.topic,
                         queue_id=self.queue_id, error=str(error))  # fmt: skip
+
+    async def _take_spare(self, start: int, alloc: Executor) -> MappedFile | None:
+        """The segment made ahead if it starts at ``start`` (a truncation may have moved the
+        end meanwhile: then it is deleted, before any segment is made where it lies)."""
+        ahead = self._ahead
+        if ahead is not None:  # it may be making the spare right now
+            with contextlib.suppress(Exception):
+                await ahead
+        spare, self._spare = self._spare, None
+        if spare is None or spare.file_from_offset == start:
+            return spare
+        await asyncio.get_running_loop().run_in_executor(alloc, spare.destroy)
+        return None
 
     async def put(self, unit: CqUnit, queue_offset: int, alloc: Executor) -> bool:
         """Append ``unit`` at ``queue_offset``; False when skipped as a duplicate or when the
@@ -292,7 +326,9 @@ class ConsumeQueue:
         would append to a file nobody reads): it is unmapped here instead.
         """
         loop = asyncio.get_running_loop()
-        made = await loop.run_in_executor(alloc, self._create_segment, start)
+        made = await self._take_spare(start, alloc)
+        if made is None:
+            made = await loop.run_in_executor(alloc, self._create_segment, start)
         if made is not None and self.deleted:
             await loop.run_in_executor(alloc, made.close)
             return False
@@ -312,5 +348,8 @@ class ConsumeQueue:
         return self.mfq.create_next(start)
 
     def close(self) -> None:
-        """Unmap. Blocks."""
+        """Unmap; the segment made ahead, unused, is deleted. Blocks."""
         self.mfq.close()
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.destroy()

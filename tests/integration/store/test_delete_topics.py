@@ -3,6 +3,9 @@
 A dispatch fetches its queue, then awaits the allocation thread for the queue's next segment;
 DELETE_TOPIC_IN_BROKER may run in between. Each interleaving is forced, not hoped for: a gate
 job holds the allocation thread, or an executor hands a made segment back only when told.
+A queue normally has its next segment made ahead (``ConsumeQueue._reserve_ahead``) and rolls
+without waiting; the racing tests turn that off to reach the roll that must make one (the
+allocation thread was busy, or making it ahead failed).
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ async def _delete_while_segment_returns(store: MessageStore, queue: ConsumeQueue
     "race", [_delete_while_segment_queued, _delete_while_segment_returns], ids=["queued", "made"]
 )
 async def test_delete_topics_racing_dispatch_leaves_no_files(
-    tmp_path: Path, race: Callable[[MessageStore, ConsumeQueue], Any]
+    tmp_path: Path,
+    race: Callable[[MessageStore, ConsumeQueue], Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """1. Put 20 messages to one queue (its 400-byte consume-queue segment is then full) and
     wait for the dispatch. 2. A dispatch still holding that queue asks for the next segment
@@ -132,6 +137,7 @@ async def test_delete_topics_racing_dispatch_leaves_no_files(
     Expected: the delete removes the topic's directory and queue; neither stale put raises,
     writes or makes the directory again ([made]: its segment is unmapped); the store keeps
     dispatching other topics and stops cleanly."""
+    monkeypatch.setattr(ConsumeQueue, "_reserve_ahead", lambda self, mf: None)
     async with asyncio.timeout(30):
         store = MessageStore(_config(tmp_path))
         await store.start()
