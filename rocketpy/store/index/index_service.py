@@ -37,7 +37,7 @@ from rocketpy.common.message.properties import keys_of
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index import record as r
-from rocketpy.store.index.index_file import IndexFile
+from rocketpy.store.index.index_file import TMP_SUFFIX, IndexFile
 from rocketpy.store.index.record import index_key_hash
 
 log = structlog.get_logger(__name__)
@@ -158,10 +158,21 @@ class IndexService:
         files: list[IndexFile] = []
         try:
             for name in sorted(os.listdir(self._dir)):
-                if not r.is_index_file_name(name):
-                    log.warning("skip non-index file in index dir", file=str(self._dir / name))
+                path = self._dir / name
+                if name.endswith(TMP_SUFFIX) and r.is_index_file_name(name[: -len(TMP_SUFFIX)]):
+                    log.info("delete index file a crash left unfinished", file=str(path))
+                    path.unlink(missing_ok=True)
                     continue
-                f = IndexFile.open(self._dir / name, self._hash_slot_num, self._index_num)
+                if not r.is_index_file_name(name):
+                    log.warning("skip non-index file in index dir", file=str(path))
+                    continue
+                if path.stat().st_size == 0:
+                    # Created but never sized (a crash, before files were sized under a
+                    # temporary name): it holds no keys.
+                    log.warning("delete empty index file a crash left", file=str(path))
+                    path.unlink()
+                    continue
+                f = IndexFile.open(path, self._hash_slot_num, self._index_num)
                 if not last_exit_ok and f.header.end_timestamp > index_msg_timestamp:
                     log.info("destroy index file newer than checkpoint", file=f.name)
                     f.destroy()

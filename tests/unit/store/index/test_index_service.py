@@ -337,3 +337,37 @@ async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatc
 
     assert len(files(tmp_path / "one")) >= 3
     assert files(tmp_path / "one") == files(tmp_path / "run")
+
+
+async def test_index_service_load_deletes_files_a_crash_left_unsized(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Index 6 messages, stop. 2. Add what a kill during a file's creation leaves: a
+    0-byte index file (created, never sized: what the chaos suite found after a SIGKILL) and
+    a file still under its temporary name. 3. Load a new service.
+    Expected: it starts (no StoreError), both leftovers are deleted, the real files load and
+    answer as before; a new file is created with no temporary name left behind."""
+    svc = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await svc.load(last_exit_ok=True)
+        await svc.start()
+        for i in range(6):
+            _dispatch(svc, i * 100, T0 + i * 1000, keys="k")
+            await _settled(svc)
+        names = svc.statistics().file_names
+        await svc.stop()
+    index_dir = tmp_path / "index"
+    empty = index_dir / "29991231235959999"
+    empty.touch()
+    unfinished = index_dir / "29991231235959998.tmp"
+    unfinished.write_bytes(b"\0" * 100)
+    again = _service(tmp_path, executor)
+    async with asyncio.timeout(5):
+        await again.load(last_exit_ok=True)
+        await again.start()
+        assert not empty.exists()
+        assert not unfinished.exists()
+        assert again.statistics().file_names == names
+        assert again.query_offsets("T", "k", 64, 0, FAR).phy_offsets == (500, 400, 300, 200, 100, 0)
+        await again.stop()
+    assert not [p for p in index_dir.iterdir() if p.name.endswith(".tmp")]
