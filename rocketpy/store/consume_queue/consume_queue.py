@@ -221,12 +221,7 @@ class ConsumeQueue:
             return
         if self._spare is not None:
             return
-        spare = self._create_segment(mf.file_from_offset + self.file_size)
-        if spare is None:
-            return
-        with contextlib.suppress(OSError):  # no room: the roll's put reserves, and reports
-            spare.reserve(RESERVE_CHUNK)
-        self._spare = spare
+        self._spare = self._create_segment(mf.file_from_offset + self.file_size)
 
     def _prepared(self, ahead: asyncio.Future[None]) -> None:
         self._ahead = None
@@ -345,7 +340,12 @@ class ConsumeQueue:
         the flag is set, so a segment made after it sees the flag."""
         if self.deleted:
             return None
-        return self.mfq.create_next(start)
+        made = self.mfq.create_next(start)
+        # Its first chunk of blocks in the same trip to this thread (the put reserves what
+        # is missing, and reports a full disk).
+        with contextlib.suppress(OSError):
+            made.reserve(RESERVE_CHUNK)
+        return made
 
     def close(self) -> None:
         """Unmap; the segment made ahead, unused, is deleted. Blocks."""
