@@ -100,7 +100,7 @@ class Connection(asyncio.Protocol):
         self._close_cause: BaseException | None = None
         self._tasks = TaskSet(f"{name}/request")
         #: Requests answered from a future's done callback (dispatch_nowait), in flight.
-        self._answers: set[asyncio.Future[RemotingCommand | None]] = set()
+        self._answers: set[asyncio.Future[RemotingCommand | bytes | None]] = set()
         self._ctx = RequestContext(channel=self)
         self._peer = "?"
         self.last_active = time.monotonic()
@@ -399,13 +399,16 @@ class Connection(asyncio.Protocol):
             self._tasks.spawn(self._finish(result))
 
     def _answer_done(
-        self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]
+        self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | bytes | None]
     ) -> None:
         self._answers.discard(answer)
         if answer.cancelled():
             return
         response = answer_of(self._ctx, cmd, answer)
-        if response is not None:
+        if isinstance(response, bytes):
+            if not self._closed:
+                self._send_frame(response)
+        elif response is not None:
             self.send_response(response)
 
     async def _process(self, cmd: RemotingCommand) -> None:
