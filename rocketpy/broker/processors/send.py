@@ -392,16 +392,6 @@ class SendMessageProcessor:
         self, request: RemotingCommand, msg: MessageToStore, queue_id: int, uniq: str
     ) -> RemotingCommand:
         result = await self._rt.store.put_message(msg)
-        return self._stored_one(request, msg, result, queue_id, uniq)
-
-    def _stored_one(
-        self,
-        request: RemotingCommand,
-        msg: MessageToStore,
-        result: PutResult,
-        queue_id: int,
-        uniq: str,
-    ) -> RemotingCommand:
         self._record_one(msg, result)
         return self._put_response(request, result, queue_id, uniq)
 
@@ -413,7 +403,7 @@ class SendMessageProcessor:
         queue_id: int,
         uniq: str,
     ) -> RemotingCommand | bytes:
-        """:meth:`_stored_one` answered as its frame (a send the quorum acknowledged later):
+        """The answer to a send the store acknowledged later (DLedger's quorum), as its frame:
         the template of the synchronous path, not a command through the header encoder."""
         self._record_one(msg, result)
         return self._put_frame(request, result, queue_id, uniq)
