@@ -31,6 +31,7 @@ from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import (
+    AnswerFuture,
     NowaitProcessor,
     NowaitResult,
     Processor,
@@ -39,9 +40,6 @@ from rocketpy.remoting.transport.dispatch import (
 )
 
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
-
-#: What a queued job answers with: a response, a stored send's frame, or nothing.
-_Answer = RemotingCommand | bytes | None
 
 #: Gives back the slot the running request holds (None outside a gated request, or once given).
 _held_slot: ContextVar[Callable[[], None] | None] = ContextVar("request_gate_slot", default=None)
@@ -81,7 +79,7 @@ class _Job:
     __slots__ = ("future", "run", "started")
 
     def __init__(
-        self, run: Callable[[], NowaitResult], future: asyncio.Future[_Answer], started: float
+        self, run: Callable[[], NowaitResult], future: AnswerFuture, started: float
     ) -> None:
         self.run = run
         self.future = future
@@ -168,7 +166,7 @@ class RequestGate:
         self._free += 1
         self._hand_over()
 
-    def queue(self, run: Callable[[], NowaitResult]) -> asyncio.Future[_Answer]:
+    def queue(self, run: Callable[[], NowaitResult]) -> AnswerFuture:
         """Queue a fast-path request that found no slot: ``run`` (which takes over a slot
         and gives it back itself) runs once one is free, in order; its answer (or error)
         goes to the returned future.
@@ -178,7 +176,7 @@ class RequestGate:
         """
         if self._waiting >= self._max_waiting:
             raise RemoteError(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
-        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
+        future: AnswerFuture = asyncio.get_running_loop().create_future()
         started = time.monotonic()
         self._waiting += 1
         self._wait_started.append(started)
@@ -306,7 +304,7 @@ def gated_run(gate: RequestGate, run: RunProcessor) -> RunProcessor:
     return run_gated
 
 
-def _settle_into(future: asyncio.Future[_Answer], result: NowaitResult) -> None:
+def _settle_into(future: AnswerFuture, result: NowaitResult) -> None:
     """A queued job's result into the future its connection answers from."""
     if result is None or isinstance(result, RemotingCommand | bytes):
         future.set_result(result)

@@ -13,19 +13,21 @@ import asyncio
 from collections.abc import Callable
 
 from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.transport.dispatch import AnswerFuture
 from rocketpy.store.commit_log.put_types import PutResult
 
 
 def answer_when_put(
     put: asyncio.Future[PutResult],
-    answer: Callable[[PutResult], RemotingCommand],
+    answer: Callable[[PutResult], RemotingCommand | bytes],
     on_answered: Callable[[], None],
-) -> asyncio.Future[RemotingCommand]:
-    """The future of ``answer(result)`` once ``put`` has its result; ``on_answered`` runs then
-    (the send-latency record). A failed ``put`` (or ``answer``) fails the response future, which
-    the dispatcher maps to an error response; a cancelled one cancels it."""
+) -> AnswerFuture:
+    """The future of ``answer(result)`` (the response, or its frame) once ``put`` has its
+    result; ``on_answered`` runs then (the send-latency record). A failed ``put`` (or ``answer``)
+    fails the response future, which the dispatcher maps to an error response; a cancelled one
+    cancels it."""
     # put's own loop: asyncio.get_running_loop() costs a getpid() system call per send.
-    response: asyncio.Future[RemotingCommand] = put.get_loop().create_future()
+    response: AnswerFuture = put.get_loop().create_future()
 
     def settled(done: asyncio.Future[PutResult]) -> None:
         if response.done():

@@ -57,6 +57,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
 from rocketpy.remoting.transport.dispatch import (
+    AnswerFuture,
     NowaitProcessor,
     NowaitResult,
     Processor,
@@ -75,6 +76,11 @@ REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control f
 
 #: A store append for the send lane (``MessageStoreAdapter.nowait_appender``).
 _Put = Callable[[MessageToStore], PutResult | None]
+
+
+#: A send's answer: at once (a command or its frame), a coroutine, or a future answered once
+#: the store's replicas acknowledged (DLedger's quorum).
+_Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | AnswerFuture
 
 
 class _Lane(enum.Enum):
@@ -175,17 +181,18 @@ class SendMessageProcessor:
 
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
-    async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def send_message(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
         """``processRequest`` for the three send codes; records the request's latency (decode to
         response, rejected sends included) in the send-latency histogram."""
-        result = self.send_message_nowait(ctx, request)
-        if isinstance(result, bytes):  # the answer's frame (the synchronous path)
+        pending = self.send_message_nowait(ctx, request)
+        result = pending if isinstance(pending, _ANSWERS) else await pending
+        if isinstance(result, bytes):  # the answer's frame
             return decode_frame(memoryview(result)[4:])
-        return result if isinstance(result, RemotingCommand) else await result
+        return result
 
-    def send_message_nowait(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+    def send_message_nowait(self, ctx: RequestContext, request: RemotingCommand) -> _Answer:
         """:meth:`send_message` answered without awaiting when the store can append without
         waiting (a single message, ASYNC_FLUSH, no replicas to wait for, room in the segment):
         a stored send's answer as its whole frame (``send_answer.py``), a refusal as a command;
@@ -226,7 +233,7 @@ class SendMessageProcessor:
 
     def _send_message(
         self, ctx: RequestContext, request: RemotingCommand, started: float, put: _Put | None
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | Literal[_Lane.ALONE]:
+    ) -> _Answer | Literal[_Lane.ALONE]:
         """One send; ``put``: the lane's appender (None: the store's own nowait put)."""
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
@@ -279,7 +286,7 @@ class SendMessageProcessor:
         topic_config: TopicConfig,
         started: float,
         put: _Put | None,
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | Literal[_Lane.ALONE]:
+    ) -> _Answer | Literal[_Lane.ALONE]:
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
@@ -317,7 +324,7 @@ class SendMessageProcessor:
         return self._answer_put(
             msg,
             lambda: self._put_one(request, msg, queue_id, uniq),
-            lambda put: self._stored_one(request, msg, put, queue_id, uniq),
+            lambda put: self._stored_frame(request, msg, put, queue_id, uniq),
             started,
         )
 
@@ -325,9 +332,9 @@ class SendMessageProcessor:
         self,
         what: MessageToStore | MessageBatch,
         slow: Callable[[], Coroutine[Any, Any, RemotingCommand]],
-        answer: Callable[[PutResult], RemotingCommand],
+        answer: Callable[[PutResult], RemotingCommand | bytes],
         started: float,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> _Answer:
         """The answer to a put the store could not make at once: appended now with its
         acknowledgement pending (``put_soon``: a future, no coroutine), else ``slow()``."""
         result = self._rt.store.put_soon(what)
@@ -385,18 +392,21 @@ class SendMessageProcessor:
         self, request: RemotingCommand, msg: MessageToStore, queue_id: int, uniq: str
     ) -> RemotingCommand:
         result = await self._rt.store.put_message(msg)
-        return self._stored_one(request, msg, result, queue_id, uniq)
+        self._record_one(msg, result)
+        return self._put_response(request, result, queue_id, uniq)
 
-    def _stored_one(
+    def _stored_frame(
         self,
         request: RemotingCommand,
         msg: MessageToStore,
         result: PutResult,
         queue_id: int,
         uniq: str,
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | bytes:
+        """The answer to a send the store acknowledged later (DLedger's quorum), as its frame:
+        the template of the synchronous path, not a command through the header encoder."""
         self._record_one(msg, result)
-        return self._put_response(request, result, queue_id, uniq)
+        return self._put_frame(request, result, queue_id, uniq)
 
     def _record_one(self, msg: MessageToStore, result: PutResult) -> None:
         if result.stored:
@@ -444,7 +454,7 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         started: float,
-    ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+    ) -> _Answer:
         rt = self._rt
 
         def illegal(remark: str) -> RemotingCommand:

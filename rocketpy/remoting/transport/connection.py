@@ -30,7 +30,7 @@ import functools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, cast
+from typing import Final, cast
 
 import structlog
 
@@ -108,7 +108,7 @@ class Connection(asyncio.Protocol):
         self._close_cause: BaseException | None = None
         self._tasks = TaskSet(f"{name}/request")
         #: Requests answered from a future's done callback (dispatch_nowait), in flight.
-        self._answers: set[asyncio.Future[Any]] = set()
+        self._answers: set[asyncio.Future[RemotingCommand | bytes | None]] = set()
         self._ctx = RequestContext(channel=self)
         self._peer = "?"
         self.last_active = time.monotonic()
@@ -428,7 +428,9 @@ class Connection(asyncio.Protocol):
         else:
             self._tasks.spawn(self._finish(result))
 
-    def _answer_done(self, cmd: RemotingCommand, answer: asyncio.Future[Any]) -> None:
+    def _answer_done(
+        self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | bytes | None]
+    ) -> None:
         self._answers.discard(answer)
         if answer.cancelled():
             return

@@ -74,16 +74,12 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
-NowaitResult = (
-    RemotingCommand
-    | bytes
-    | None
-    | Awaitable[RemotingCommand | None]
-    | asyncio.Future[RemotingCommand | bytes | None]
-)
+#: A processor's own future: the response, its frame, or None (nothing to write).
+AnswerFuture = asyncio.Future[RemotingCommand | bytes | None]
+NowaitResult = RemotingCommand | bytes | None | AnswerFuture | Awaitable[RemotingCommand | None]
 #: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
-#: whole frame) or returns an awaitable of a command or None when it has to wait (or a future
-#: that may also hold a frame: a request queued for a slot, ``broker/request_gate.py``).
+#: whole frame) or returns an awaitable of a command or None when it has to wait (a future may
+#: also settle on the response's frame).
 NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 #: Answers a run of requests of one code, in their order, appending to the list it is given
 #: each one's result as the code's :data:`NowaitProcessor` would return it; it stops at the
@@ -93,12 +89,7 @@ RunProcessor = Callable[[RequestContext, Sequence[RemotingCommand], list[NowaitR
 #: What :func:`dispatch_nowait` makes of a result: the response to write (a command or its
 #: frame; None: nothing), a coroutine finishing the request, or a processor's own future.
 Settled = (
-    RemotingCommand
-    | bytes
-    | Coroutine[Any, Any, RemotingCommand | None]
-    | asyncio.Future[RemotingCommand | None]
-    | asyncio.Future[RemotingCommand | bytes | None]
-    | None
+    RemotingCommand | bytes | Coroutine[Any, Any, RemotingCommand | None] | AnswerFuture | None
 )
 
 
@@ -232,11 +223,11 @@ def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult)
 def answer_of(
     ctx: RequestContext,
     request: RemotingCommand,
-    done: asyncio.Future[RemotingCommand | None] | asyncio.Future[RemotingCommand | bytes | None],
+    done: AnswerFuture,
 ) -> RemotingCommand | bytes | None:
     """What :func:`_finish` makes of a processor's future, once ``done`` (not cancelled): the
-    response to write, or its frame (a queued send's), None: nothing. A BaseException that is
-    not an Exception (SystemExit...) is raised again: it is no answer."""
+    response to write, as a command or its frame (None: nothing). A BaseException that is not
+    an Exception (SystemExit...) is raised again: it is no answer."""
     error = done.exception()
     if error is None:
         result = done.result()

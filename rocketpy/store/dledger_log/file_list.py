@@ -141,15 +141,23 @@ class MmapFileList:
         mf.append(data)
         return offset
 
-    def last_for_write(self, length: int) -> tuple[MappedFile, int]:
-        """:meth:`pre_append` for writers that encode in place: the file and the position in it
-        where ``length`` bytes go; the caller writes them and advances ``wrote_position``."""
+    def last_with_room(self, length: int) -> tuple[MappedFile, int] | None:
+        """The last file and its write position when ``length`` more bytes fit it (with room
+        left for the blank tail), else None; opens and writes nothing."""
         files = self.queue.files
-        if files:  # the usual case, once per entry: it fits the last file with room to spare
+        if files:
             mf = files[-1]
             rel = mf.wrote_position
             if rel + length + self._blank <= mf.size:
                 return mf, rel
+        return None
+
+    def last_for_write(self, length: int) -> tuple[MappedFile, int]:
+        """:meth:`pre_append` for writers that encode in place: the file and the position in it
+        where ``length`` bytes go; the caller writes them and advances ``wrote_position``."""
+        room = self.last_with_room(length)
+        if room is not None:  # the usual case, once per entry: room to spare in the last file
+            return room
         offset = self.pre_append(length)
         mf = self.files[-1]
         return mf, offset - mf.file_from_offset

@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -236,6 +237,66 @@ class DLedgerLogStore:
                 "INCONSISTENT_INDEX", f"{entry.index} != {self.ledger_end_index + 1}"
             )
         self._write_verbatim(entry)
+
+    def append_batch_as_follower(self, entries: Sequence[DLedgerEntry]) -> None:
+        """:meth:`append_as_follower` of a batch push's entries, in order. A run that follows
+        on (indexes ``end + 1`` on, each entry at the end of the one before) and fits the
+        current data and index files is written with one copy of its data and one of its
+        index units; anything else goes entry by entry.
+
+        Raises:
+            DLedgerStoreError: as :meth:`append_as_follower`, for the first entry refused
+                (the entries before it stay appended).
+        """
+        if len(entries) < 2 or not self._write_run(entries):
+            for entry in entries:
+                self.append_as_follower(entry)
+
+    def _write_run(self, entries: Sequence[DLedgerEntry]) -> bool:
+        """Write ``entries`` in one piece if they follow on and fit; False, having written
+        nothing, otherwise. The write order of each entry stays that of :meth:`_write_verbatim`
+        (body and header 4..48, then the magic, then the index unit)."""
+        first, index = entries[0], self.ledger_end_index + 1
+        end_pos = first.pos
+        for k, entry in enumerate(entries):
+            if entry.index != index + k or entry.pos != end_pos:
+                return False
+            end_pos += BODY_OFFSET + len(entry.body)
+        total, n = end_pos - first.pos, len(entries)
+        data = self.data.last_with_room(total)
+        units = self.index.last_with_room(n * INDEX_UNIT_SIZE)
+        if self.disk_full or data is None or units is None:
+            return False
+        mf, rel = data
+        imf, irel = units
+        if mf.file_from_offset + rel != first.pos or imf.file_from_offset + irel != (
+            index * INDEX_UNIT_SIZE
+        ):
+            return False
+        chunk, unit_bytes = bytearray(total), bytearray(n * INDEX_UNIT_SIZE)
+        pack_header, pack_unit = ENTRY_HEADER.pack_into, INDEX_UNIT.pack_into
+        off = 0
+        for k, e in enumerate(entries):
+            body = e.body
+            size = BODY_OFFSET + len(body)
+            pack_header(chunk, off, 0, size, e.index, e.term, e.pos, e.channel, e.chain_crc,
+                        e.body_crc, size - BODY_OFFSET)  # fmt: skip
+            chunk[off + BODY_OFFSET : off + size] = body
+            pack_unit(unit_bytes, k * INDEX_UNIT_SIZE, e.magic, e.pos, size, e.index, e.term)
+            off += size
+        buf = mf.buffer
+        buf[rel : rel + total] = chunk  # every magic 0 until the loop below
+        pack_magic, start = _INT32.pack_into, rel - first.pos
+        for e in entries:
+            pack_magic(buf, start + e.pos, e.magic)
+        mf.wrote_position = rel + total
+        imf.buffer[irel : irel + len(unit_bytes)] = unit_bytes
+        imf.wrote_position = irel + len(unit_bytes)
+        last = entries[-1]
+        self.ledger_end_index, self.ledger_end_term = last.index, last.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = first.index
+        return True
 
     def _write_verbatim(self, entry: DLedgerEntry) -> None:
         body, pos, magic, index, term = entry.body, entry.pos, entry.magic, entry.index, entry.term

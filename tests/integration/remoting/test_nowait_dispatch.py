@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError, RequestTimeout
 from rocketpy.remoting.protocol.command import RemotingCommand
@@ -85,6 +86,41 @@ async def test_nowait_processor_answers_without_task_and_awaitable_later() -> No
             assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, "later")
             refused = await client.invoke(server.address, RemotingCommand.request(REFUSE), 5)
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "refused at once")
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def test_nowait_future_settles_on_a_frame() -> None:
+    """1. Register a nowait processor that returns its own future (a DLedger send's quorum
+    wait). 2. Send the request; settle the future with the response's whole frame.
+    Expected: the client gets that response (code, remark, the request's opaque)."""
+    reg = ProcessorRegistry()
+    parked: list[tuple[RemotingCommand, asyncio.Future[RemotingCommand | bytes | None]]] = []
+
+    def quorum(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        fut: asyncio.Future[RemotingCommand | bytes | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        parked.append((req, fut))
+        return fut
+
+    reg.register(FAST, _never, nowait=quorum)
+    server = RemotingServer(reg)
+    await server.start()
+    client = RemotingClient()
+    try:
+        async with asyncio.timeout(10):
+            call = asyncio.create_task(
+                client.invoke(server.address, RemotingCommand.request(FAST), 5)
+            )
+            await wait_until(lambda: bool(parked), 5.0)
+            req, fut = parked[0]
+            fut.set_result(encode_frame(req.make_response(remark="acked")))
+            resp = await call
+            assert (resp.code, resp.remark, resp.opaque) == (
+                ResponseCode.SUCCESS, "acked", req.opaque,
+            )  # fmt: skip
     finally:
         await client.close()
         await server.stop()

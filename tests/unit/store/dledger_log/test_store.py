@@ -145,6 +145,53 @@ def test_follower_copy_is_byte_identical(tmp_path: Path) -> None:
     )
 
 
+def test_follower_batch_append_is_byte_identical(tmp_path: Path) -> None:
+    """1. A leader appends 60 entries over two terms, across data and index file rolls.
+    2. One follower appends them one by one, another in batches of 7 (a batch that crosses a
+    file roll goes entry by entry). Expected: both followers' data and index files equal the
+    leader's, with the same ledger end; a batch with a gap appends up to the gap and raises
+    INCONSISTENT_INDEX."""
+    stores = [
+        DLedgerLogStore(DLedgerStoreConfig(base_dir=tmp_path / f"dledger-n{i}", **SMALL))
+        for i in range(3)
+    ]
+    leader, single, batched = stores
+    for store in stores:
+        store.load()
+    for i in range(60):
+        leader.append_as_leader(record(i), 1 if i < 25 else 2)
+    entries = [leader.get(i) for i in range(60)]
+    for entry in entries:
+        single.append_as_follower(entry)
+    for first in range(0, 60, 7):
+        batched.append_batch_as_follower(entries[first : first + 7])
+    assert (batched.ledger_begin_index, batched.ledger_end_index) == (0, 59)
+    assert batched.ledger_end_term == 2
+    with pytest.raises(DLedgerStoreError) as err:
+        batched.append_batch_as_follower([entries[59], entries[58]])
+    assert err.value.code == "INCONSISTENT_INDEX"
+    for store in stores:
+        store.close()
+    for sub in ("data", "index"):
+        blobs = [_concat(tmp_path / f"dledger-n{i}" / sub) for i in range(3)]
+        assert blobs[0] == blobs[1] == blobs[2]
+
+
+def test_follower_batch_append_stops_at_gap(small: DLedgerLogStore, tmp_path: Path) -> None:
+    """1. A leader appends 5 entries. 2. A follower gets a batch of entries 0, 1, 3.
+    Expected: entries 0 and 1 are appended, then INCONSISTENT_INDEX; the end is 1."""
+    leader = DLedgerLogStore(DLedgerStoreConfig(base_dir=tmp_path / "dledger-n9", **SMALL))
+    leader.load()
+    for i in range(5):
+        leader.append_as_leader(record(i), 1)
+    with pytest.raises(DLedgerStoreError) as err:
+        small.append_batch_as_follower([leader.get(0), leader.get(1), leader.get(3)])
+    assert err.value.code == "INCONSISTENT_INDEX"
+    assert small.ledger_end_index == 1
+    assert small.get(1) == leader.get(1)
+    leader.close()
+
+
 def test_follower_refuses_wrong_position(small: DLedgerLogStore) -> None:
     """An entry whose pos is not where it would land is DISK_ERROR (``appendAsFollower``)."""
     with pytest.raises(DLedgerStoreError) as err:
