@@ -94,7 +94,7 @@ class PopSetup:
             registry.register(
                 code,
                 gated(gate, processor),
-                nowait=None if nowait is None else gated_nowait(gate, nowait),
+                nowait=None if nowait is None else gated_nowait(gate, nowait, processor),
             )
 
     async def start(self) -> None:

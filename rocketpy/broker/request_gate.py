@@ -10,28 +10,26 @@ once, at most ``max_waiting`` wait for a slot, and a request that waited longer 
 ``max_wait_ms`` is refused (``BrokerFastFailure``). Refusals are answered with SYSTEM_BUSY and
 upstream's remarks, never buffered without bound (STYLE.md section 5, backpressure).
 
-A fast-path request that finds no slot waits in the queue as a job, not as a task: once a slot
-is free, one loop callback runs every job it can in order, as a pool thread takes task after
-task. (A task per waiter moved four waiters per loop turn, one per slot; under a pipelining
-producer the queue, once formed by a moment of four slow sends, never drained, and every later
-send paid a task.)
+A freed slot wakes every waiting request, not one: they take free slots in order when they run
+(most give theirs back before the next runs: a send's append is synchronous), and one that
+finds none waits again at the head. Handing the slot to one waiter reserved it until that
+waiter's task ran a loop turn later, so a queue, once formed by four sends holding the four
+send slots for a moment, moved four requests per turn and never drained under a pipelining
+producer: every later send queued behind it and paid a task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any
 
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import (
-    AnswerFuture,
     NowaitProcessor,
     NowaitResult,
     Processor,
@@ -72,20 +70,6 @@ def _release_once(gate: RequestGate) -> Callable[[], None]:
     return release
 
 
-class _Job:
-    """A fast-path request waiting for a slot: its run (which gives the slot back itself),
-    the future its answer goes to, and when it began to wait."""
-
-    __slots__ = ("future", "run", "started")
-
-    def __init__(
-        self, run: Callable[[], NowaitResult], future: AnswerFuture, started: float
-    ) -> None:
-        self.run = run
-        self.future = future
-        self.started = started
-
-
 class RequestGate:
     """Admission control for one request family."""
 
@@ -96,12 +80,13 @@ class RequestGate:
         ``max_waiting`` requests allowed to queue; ``max_wait_ms`` longest wait in the queue
         (None: no limit)."""
         self.name = name
-        # Invariant: _free > 0 only while _waiters is empty, or while a drain of the jobs at
-        # its head is scheduled or running (release hands a slot to a waiting task at once).
         self._free = max_concurrency
-        self._waiters: deque[asyncio.Future[None] | _Job] = deque()
-        self._drain_scheduled = False
-        self._draining = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        #: Waiters woken by a release whose tasks have not run yet: nobody jumps them.
+        self._woken = 0
+        #: Where the next woken waiter that finds no slot goes back in (behind the ones of
+        #: the same wake that went back before it).
+        self._requeue_at = 0
         self._max_waiting = max_waiting
         self._max_wait_ms = max_wait_ms
         self._waiting = 0
@@ -125,7 +110,7 @@ class RequestGate:
 
     def try_acquire(self) -> bool:
         """Take a slot if one is free and nobody waits (no await); False otherwise."""
-        if self._free > 0 and not self._waiters:
+        if self._free > 0 and not self._waiters and not self._woken:
             self._free -= 1
             return True
         return False
@@ -143,102 +128,51 @@ class RequestGate:
         self._waiting += 1
         start = time.monotonic()
         self._wait_started.append(start)
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        loop = asyncio.get_running_loop()
         try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release()  # the slot was handed over as we were cancelled: pass it on
-            elif fut in self._waiters:
-                self._waiters.remove(fut)
-            raise
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(fut)
+            while True:
+                try:
+                    await fut
+                except asyncio.CancelledError:
+                    if fut in self._waiters:
+                        self._waiters.remove(fut)
+                    elif fut.done() and not fut.cancelled():
+                        self._woken -= 1  # woken, then cancelled before it ran
+                    raise
+                self._woken -= 1
+                if self._free > 0:
+                    self._free -= 1
+                    break
+                # Another woken waiter (or a fast path) took the slot: wait again, in order.
+                fut = loop.create_future()
+                self._waiters.insert(min(self._requeue_at, len(self._waiters)), fut)
+                self._requeue_at += 1
         finally:
             self._waiting -= 1
             self._wait_started.remove(start)
         waited_ms = int((time.monotonic() - start) * 1000)
         if self._max_wait_ms is not None and waited_ms > self._max_wait_ms:
             self.release()
-            raise self._too_long(waited_ms)
+            raise RemoteError(
+                ResponseCode.SYSTEM_BUSY,
+                "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
+                f"queue: {waited_ms}ms, size of queue: {self._waiting}",
+            )
 
     def release(self) -> None:
-        """Give the slot back (straight to the longest waiter, if any)."""
+        """Give the slot back and wake every waiting request (see the module docstring)."""
         self._free += 1
-        self._hand_over()
-
-    def queue(self, run: Callable[[], NowaitResult]) -> AnswerFuture:
-        """Queue a fast-path request that found no slot: ``run`` (which takes over a slot
-        and gives it back itself) runs once one is free, in order; its answer (or error)
-        goes to the returned future.
-
-        Raises:
-            RemoteError: SYSTEM_BUSY when the wait queue is full.
-        """
-        if self._waiting >= self._max_waiting:
-            raise RemoteError(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
-        future: AnswerFuture = asyncio.get_running_loop().create_future()
-        started = time.monotonic()
-        self._waiting += 1
-        self._wait_started.append(started)
-        self._waiters.append(_Job(run, future, started))
-        self._hand_over()
-        return future
-
-    def _hand_over(self) -> None:
-        """Free slots to the head of the queue: straight to a waiting task; to jobs through
-        one drain callback (:meth:`_drain`)."""
         waiters = self._waiters
-        while self._free > 0 and waiters:
-            head = waiters[0]
-            if isinstance(head, _Job):
-                if not (self._draining or self._drain_scheduled):
-                    self._drain_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._drain)
-                return
-            waiters.popleft()
-            if not head.done():
-                self._free -= 1
-                head.set_result(None)
-
-    def _drain(self) -> None:
-        """Run the queued jobs in order while slots are free (a job answered at once gives
-        its slot back before the next runs)."""
-        self._drain_scheduled = False
-        self._draining = True
-        try:
-            waiters = self._waiters
-            while self._free > 0 and waiters:
-                head = waiters[0]
-                if not isinstance(head, _Job):
-                    self._draining = False
-                    self._hand_over()  # a waiting task: the slot goes to it
-                    self._draining = True
-                    continue
-                waiters.popleft()
-                self._waiting -= 1
-                self._wait_started.remove(head.started)
-                if head.future.done():
-                    continue  # cancelled: the connection closed
-                waited_ms = int((time.monotonic() - head.started) * 1000)
-                if self._max_wait_ms is not None and waited_ms > self._max_wait_ms:
-                    head.future.set_exception(self._too_long(waited_ms))
-                    continue
-                self._free -= 1
-                try:
-                    result = head.run()
-                except Exception as e:  # noqa: BLE001 - answered as dispatch answers it
-                    head.future.set_exception(e)
-                    continue
-                _settle_into(head.future, result)
-        finally:
-            self._draining = False
-
-    def _too_long(self, waited_ms: int) -> RemoteError:
-        return RemoteError(
-            ResponseCode.SYSTEM_BUSY,
-            "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
-            f"queue: {waited_ms}ms, size of queue: {self._waiting}",
-        )
+        if not waiters:
+            return
+        self._waiters = deque()
+        self._requeue_at = 0
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+                self._woken += 1
 
 
 def gated(gate: RequestGate, processor: Processor) -> Processor:
@@ -257,12 +191,16 @@ def gated(gate: RequestGate, processor: Processor) -> Processor:
     return run
 
 
-def gated_nowait(gate: RequestGate, nowait: NowaitProcessor) -> NowaitProcessor:
+def gated_nowait(
+    gate: RequestGate, nowait: NowaitProcessor, processor: Processor
+) -> NowaitProcessor:
     """``nowait`` run at once while ``gate`` has a free slot (held until its awaitable, if it
-    returns one, is done); otherwise queued (:meth:`RequestGate.queue`), answered through a
-    future once it has run."""
+    returns one, is done); otherwise ``processor`` queued through ``gate`` as :func:`gated`."""
+    queued = gated(gate, processor)
 
-    def admitted(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+    def run(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+        if not gate.try_acquire():
+            return queued(ctx, request)
         try:
             result = nowait(ctx, request)
         except BaseException:
@@ -277,11 +215,6 @@ def gated_nowait(gate: RequestGate, nowait: NowaitProcessor) -> NowaitProcessor:
             gate.release()
             return result
         return _release_after(gate, result)
-
-    def run(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
-        if gate.try_acquire():
-            return admitted(ctx, request)
-        return gate.queue(functools.partial(admitted, ctx, request))
 
     return run
 
@@ -302,28 +235,6 @@ def gated_run(gate: RequestGate, run: RunProcessor) -> RunProcessor:
             gate.release()
 
     return run_gated
-
-
-def _settle_into(future: AnswerFuture, result: NowaitResult) -> None:
-    """A queued job's result into the future its connection answers from."""
-    if result is None or isinstance(result, RemotingCommand | bytes):
-        future.set_result(result)
-        return
-    pending: asyncio.Future[Any] = (
-        result if isinstance(result, asyncio.Future) else asyncio.ensure_future(result)
-    )
-
-    def copy(done: asyncio.Future[Any]) -> None:
-        if future.done():
-            return
-        if done.cancelled():
-            future.cancel()
-        elif (error := done.exception()) is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(done.result())
-
-    pending.add_done_callback(copy)
 
 
 async def _release_after(

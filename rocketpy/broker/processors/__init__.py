@@ -117,7 +117,7 @@ def build_registry(
             registry.register(
                 code,
                 gated(family_gate, processor),
-                nowait=None if fast is None else gated_nowait(family_gate, fast),
+                nowait=None if fast is None else gated_nowait(family_gate, fast, processor),
                 run=None if run is None else gated_run(family_gate, run),
             )
     return registry
