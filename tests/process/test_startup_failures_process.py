@@ -57,12 +57,13 @@ def test_namesrv_port_in_use_names_address_and_port(tmp_path: Path, busy_port: i
 
 
 def test_broker_port_in_use_names_address_and_port(tmp_path: Path, busy_port: int) -> None:
-    """1. Hold a port. 2. Start mqbroker with listenPort on it.
+    """1. Hold a port. 2. Start mqbroker with listenPort on it (haListenPort=0: the default,
+    listenPort + 1, may be any other process's ephemeral port, and is bound first).
     Expected: exit 1; one stderr line with "start failed", the port and "already in use"."""
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={busy_port}\n"
-                    f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog=65536\n",
-                    encoding="utf-8")  # fmt: skip
+                    f"haListenPort=0\nstorePathRootDir={tmp_path / 'store'}\n"
+                    f"mappedFileSizeCommitLog=65536\n", encoding="utf-8")  # fmt: skip
     result = run_bin(["mqbroker", "-c", str(conf), "-n", "127.0.0.1:1"], tmp_path)
     assert result.returncode == 1, result.stderr
     _assert_one_clear_line(result.stderr, "start failed", str(busy_port), "already in use")
