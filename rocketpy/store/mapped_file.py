@@ -25,6 +25,8 @@ from typing import Final
 
 import structlog
 
+from rocketpy.common.atomic_file import temp_path
+
 log = structlog.get_logger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -54,6 +56,29 @@ def allocate_blocks(fd: int, size: int, offset: int = 0) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
             raise
+
+
+def create_sized(path: Path, size: int, blocks: int = 0) -> None:
+    """Create ``path`` zero-filled at ``size`` bytes, its first ``blocks`` bytes with disk
+    blocks (:func:`allocate_blocks`). Sized under a temporary name (``temp_path``), then
+    renamed: a crash never leaves a short file -- a kill between a create and its ftruncate
+    once left a 0-byte index file that the next start refused to load. Blocks.
+
+    Raises:
+        OSError: ENOSPC and the like; no file is left behind.
+    """
+    tmp = temp_path(path)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        if blocks:
+            allocate_blocks(fd, blocks)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def reserve_blocks(path: Path, allocated: int, end: int, limit: int) -> int:
@@ -120,20 +145,8 @@ class MappedFile:
         """
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / offset_to_file_name(file_from_offset)
-        # Sized under a temporary name, then renamed: a crash never leaves a short segment.
-        tmp = path.with_name(path.name + ".tmp")
         if not path.exists():
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.ftruncate(fd, size)
-                if allocate:
-                    allocate_blocks(fd, size)
-            except BaseException:
-                tmp.unlink(missing_ok=True)  # ENOSPC and the like leave no partial segment
-                raise
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            create_sized(path, size, size if allocate else 0)
         fd = os.open(path, os.O_RDWR)
         try:
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)

@@ -25,10 +25,8 @@ from typing import Final
 from rocketpy.common.errors import StoreError
 from rocketpy.store.index import record as r
 from rocketpy.store.index.record import IndexHeader
-from rocketpy.store.mapped_file import allocate_blocks, reserve_blocks
+from rocketpy.store.mapped_file import create_sized, reserve_blocks
 
-#: The name an index file is sized under before it is renamed into place.
-TMP_SUFFIX: Final = ".tmp"
 _SLOT_UNPACK: Final = r.SLOT.unpack_from
 _SLOT_PACK: Final = r.SLOT.pack_into
 _ENTRY_PACK: Final = r.ENTRY.pack_into
@@ -73,18 +71,10 @@ class IndexFile:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             raise StoreError(f"index file already exists: {path}")
-        # Sized under a temporary name, then renamed: a kill between the create and the
-        # ftruncate left a 0-byte index file, which the next start refused to load.
-        tmp = path.with_name(path.name + TMP_SUFFIX)
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        create_sized(path, size, r.entry_position(hash_slot_num, 0))
+        fd = os.open(path, os.O_RDWR)
         try:
-            os.ftruncate(fd, size)
-            allocate_blocks(fd, r.entry_position(hash_slot_num, 0))
             mapped = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a full disk leaves no file the service would load
-            raise
         finally:
             os.close(fd)
         return cls(path, mapped, hash_slot_num, index_num)

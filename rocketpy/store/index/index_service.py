@@ -31,13 +31,14 @@ from typing import Any, Final
 
 import structlog
 
+from rocketpy.common.atomic_file import TEMP_SUFFIX
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.common.message.properties import keys_of
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.dispatch import DispatchRequest
 from rocketpy.store.index import record as r
-from rocketpy.store.index.index_file import TMP_SUFFIX, IndexFile
+from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.record import index_key_hash
 
 log = structlog.get_logger(__name__)
@@ -159,7 +160,7 @@ class IndexService:
         try:
             for name in sorted(os.listdir(self._dir)):
                 path = self._dir / name
-                if name.endswith(TMP_SUFFIX) and r.is_index_file_name(name[: -len(TMP_SUFFIX)]):
+                if name.endswith(TEMP_SUFFIX) and r.is_index_file_name(name[: -len(TEMP_SUFFIX)]):
                     log.info("delete index file a crash left unfinished", file=str(path))
                     path.unlink(missing_ok=True)
                     continue
