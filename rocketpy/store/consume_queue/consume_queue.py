@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Final
@@ -75,6 +76,8 @@ class ConsumeQueue:
         self.deleted = False
         self._alloc = alloc
         self._ahead: asyncio.Future[None] | None = None
+        #: The segment whose work ahead failed (not tried again for it).
+        self._ahead_failed: MappedFile | None = None
         #: The segment after the last one, made ahead (set on the allocation thread).
         self._spare: MappedFile | None = None
 
@@ -201,7 +204,7 @@ class ConsumeQueue:
         GIL): dispatch stood still for a hundred milliseconds at a time while the queues of
         a busy topic filled together, then held the loop catching up. Best effort:
         :meth:`put` still makes what is missing when it gets there."""
-        if self._ahead is not None or self._alloc is None:
+        if self._ahead is not None or self._alloc is None or mf is self._ahead_failed:
             return
         if mf.allocated >= mf.size and self._spare is not None:
             return
@@ -210,7 +213,7 @@ class ConsumeQueue:
         except RuntimeError:  # the allocation thread has shut down (the store stops)
             return
         self._ahead = ahead
-        ahead.add_done_callback(self._prepared)
+        ahead.add_done_callback(functools.partial(self._prepared, mf))
 
     def _prepare(self, mf: MappedFile) -> None:
         """On the allocation thread: ``mf``'s next chunk of blocks, else the segment after it
@@ -223,10 +226,13 @@ class ConsumeQueue:
             return
         self._spare = self._create_segment(mf.file_from_offset + self.file_size)
 
-    def _prepared(self, ahead: asyncio.Future[None]) -> None:
+    def _prepared(self, mf: MappedFile, ahead: asyncio.Future[None]) -> None:
         self._ahead = None
         error = None if ahead.cancelled() else ahead.exception()
         if error is not None:
+            # Not again for this segment (a full disk would fail, and warn, at every unit
+            # written until the room runs out): put() reserves, and retries, from there.
+            self._ahead_failed = mf
             log.warning("consume queue blocks not reserved ahead", topic=self.topic,
                         queue_id=self.queue_id, error=str(error))  # fmt: skip
 

@@ -8,36 +8,56 @@ so ENOSPC is real: ``posix_fallocate`` of the next segment fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.message.decoder import decode_record
 from rocketpy.store.commit_log.put_types import MessageToStore, PutMessageStatus
 from rocketpy.store.config import MessageStoreConfig
+from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
+from rocketpy.store.consume_queue.unit import UNIT_SIZE, CqUnit
+from rocketpy.store.mapped_file import RESERVE_CHUNK
 from rocketpy.store.message_store import MessageStore
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs under ``tmp_path``."""
-    mount = tmp_path / "small"
-    mount.mkdir()
+@contextlib.contextmanager
+def _tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``where`` (the test is skipped where mounting is not
+    allowed)."""
+    where.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
-        yield mount
+        yield where
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs under ``tmp_path``."""
+    with _tmpfs(tmp_path / "small", "1m") as mount:
+        yield mount
+
+
+@pytest.fixture
+def two_mib_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs under ``tmp_path``."""
+    with _tmpfs(tmp_path / "small2", "2m") as mount:
+        yield mount
 
 
 def _small_store(disk: Path, *, cq_file_size: int) -> tuple[MessageStoreConfig, MessageStore]:
@@ -125,3 +145,27 @@ async def test_consume_queue_on_a_full_disk_waits_for_room(small_disk: Path) -> 
             assert [decode_record(raw).body for raw in got.records] == [b"late"]
         finally:
             await store.stop()
+
+
+async def test_consume_queue_reserving_ahead_on_a_full_disk_warns_once(
+    two_mib_disk: Path,
+) -> None:
+    """1. A consume queue of 3 MiB segments on a 2 MiB tmpfs, with an allocation thread; its
+    first unit through ``put`` (the segment gets its first MiB of blocks). 2. Fill the disk.
+    3. ``put_nowait`` every unit the first MiB holds, letting the loop turn as the reput does.
+    Expected: every unit lands (its blocks were reserved), and the failed reservation ahead
+    (ENOSPC) is warned about once, not at every unit written in the last half MiB."""
+    with ThreadPoolExecutor(1) as alloc, capture_logs() as logs:
+        q = ConsumeQueue(two_mib_disk / "cq", "Full", 0, 3 * RESERVE_CHUNK, alloc)
+        assert await q.put(CqUnit(commit_log_offset=0, size=100, tags_code=0), 0, alloc)
+        first = q.mfq.last
+        assert first is not None
+        assert first.allocated == RESERVE_CHUNK
+        _fill(two_mib_disk / "filler")
+        for offset in range(1, RESERVE_CHUNK // UNIT_SIZE):
+            assert q.put_nowait(offset * 100, 100, 0, offset)
+            if offset % 500 == 0:
+                await asyncio.sleep(0.001)  # the allocation thread's answer arrives
+        q.close()
+    warned = [e for e in logs if e["event"] == "consume queue blocks not reserved ahead"]
+    assert len(warned) == 1, warned
