@@ -170,12 +170,8 @@ async def test_index_service_delete_expired_files(service: IndexService) -> None
     assert service.statistics().file_names == names[2:]
 
 
-async def test_index_service_reload_after_clean_stop(
-    tmp_path: Path, executor: ThreadPoolExecutor
-) -> None:
-    """1. Index 6 messages (2 files), stop (the unused spare is deleted). 2. Load a new
-    service from the same directory. Expected: same files, same answers; new keys go on
-    into the last, not yet full file."""
+async def _six_keys_then_stop(tmp_path: Path, executor: ThreadPoolExecutor) -> tuple[str, ...]:
+    """Index key ``k`` of 6 messages (offsets 0..500: two files), stop; the files' names."""
     svc = _service(tmp_path, executor)
     async with asyncio.timeout(5):
         await svc.load(last_exit_ok=True)
@@ -185,6 +181,16 @@ async def test_index_service_reload_after_clean_stop(
             await _settled(svc)
         names = svc.statistics().file_names
         await svc.stop()
+    return names
+
+
+async def test_index_service_reload_after_clean_stop(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Index 6 messages (2 files), stop (the unused spare is deleted). 2. Load a new
+    service from the same directory. Expected: same files, same answers; new keys go on
+    into the last, not yet full file."""
+    names = await _six_keys_then_stop(tmp_path, executor)
     assert sorted(p.name for p in (tmp_path / "index").iterdir()) == list(names)
     again = _service(tmp_path, executor)
     async with asyncio.timeout(5):
@@ -347,15 +353,7 @@ async def test_index_service_load_deletes_files_a_crash_left_unsized(
     a file still under its temporary name. 3. Load a new service.
     Expected: it starts (no StoreError), both leftovers are deleted, the real files load and
     answer as before; a new file is created with no temporary name left behind."""
-    svc = _service(tmp_path, executor)
-    async with asyncio.timeout(5):
-        await svc.load(last_exit_ok=True)
-        await svc.start()
-        for i in range(6):
-            _dispatch(svc, i * 100, T0 + i * 1000, keys="k")
-            await _settled(svc)
-        names = svc.statistics().file_names
-        await svc.stop()
+    names = await _six_keys_then_stop(tmp_path, executor)
     index_dir = tmp_path / "index"
     empty = index_dir / "29991231235959999"
     empty.touch()
