@@ -51,7 +51,7 @@ from rocketpy.store.commit_log.put_types import (
 )
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import ReputService, scan_record
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dispatch import DispatchRequest, Hint
 from rocketpy.store.dledger_log.entry import BODY_OFFSET, EntryHeader, check_entry_size
 
 log = structlog.get_logger(__name__)
@@ -430,7 +430,7 @@ class DLedgerReput(ReputService):
     rolling to the next file at a blank tail. The bound is the committed position; a position
     below the first data file moves to it."""
 
-    def _take(self, offset: int, bound: int) -> DispatchRequest | None:
+    def _take(self, offset: int, bound: int) -> Hint | None:
         """The hint of the record of the entry at ``offset`` (a hint's offset is the record's,
         entry pos + 48), else :meth:`_take_scanned`; hints of entries before ``offset`` are
         stale and dropped."""

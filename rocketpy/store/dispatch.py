@@ -35,11 +35,79 @@ class DispatchRequest:
     scanned: bool = field(default=False, compare=False)
 
 
+class BatchHint:
+    """The dispatch hint of a batch one local append wrote: its records (consecutive in the
+    CommitLog and in one queue, from queue offset ``consume_queue_offset``) in one object, so
+    the append builds no :class:`DispatchRequest` per message and the reput writes the batch's
+    consume-queue units with one pack. ``units`` holds each record's commit-log offset, size
+    and tags code in turn (what a consume-queue unit stores); ``properties`` each record's
+    properties text. Never for prepared or rolled-back records. ``commit_log_offset`` and
+    ``msg_size`` span the whole batch, as a request's span its record. Treat as read-only."""
+
+    __slots__ = (
+        "commit_log_offset",
+        "consume_queue_offset",
+        "msg_size",
+        "properties",
+        "queue_id",
+        "store_timestamp",
+        "sys_flag",
+        "topic",
+        "units",
+    )  # fmt: skip
+
+    #: Never parsed back from the mapping (see :attr:`DispatchRequest.scanned`).
+    scanned = False
+
+    def __init__(  # noqa: PLR0917 -- positional: built once per batch send
+        self,
+        topic: str,
+        queue_id: int,
+        store_timestamp: int,
+        consume_queue_offset: int,
+        sys_flag: int,
+        units: list[int],
+        properties: list[str],
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.commit_log_offset = units[0]
+        self.msg_size = units[-3] + units[-2] - units[0]
+        self.store_timestamp = store_timestamp
+        self.consume_queue_offset = consume_queue_offset
+        self.sys_flag = sys_flag
+        self.units = units
+        self.properties = properties
+
+    def requests(self) -> list[DispatchRequest]:
+        """The batch as one request per record (what a dispatch of part of it, or a
+        dispatcher that takes only requests, needs)."""
+        units, topic, queue_id = self.units, self.topic, self.queue_id
+        out: list[DispatchRequest] = []
+        offset = self.consume_queue_offset
+        for i, text in zip(range(0, len(units), 3), self.properties, strict=True):
+            out.append(DispatchRequest(
+                topic, queue_id, units[i], units[i + 1], units[i + 2], self.store_timestamp,
+                offset, text, self.sys_flag, 0,
+            ))  # fmt: skip
+            offset += 1
+        return out
+
+    def __repr__(self) -> str:
+        return (f"BatchHint({self.topic!r}, {self.queue_id}, offset={self.commit_log_offset}, "
+                f"size={self.msg_size}, records={len(self.properties)})")  # fmt: skip
+
+
+#: What the reput takes from the hint queue, or scans: one record, or a hinted batch.
+Hint = DispatchRequest | BatchHint
+
+
 class CommitLogDispatcher(Protocol):
     """Receives every record the reput service dispatches, in CommitLog order. One may also
     define ``dispatch_run(run)``: :meth:`dispatch` for each record of a run (consecutive
     records in CommitLog order, of any queues: a dispatch pass) in order, with what they share
-    done once; the reput then calls it once per pass."""
+    done once; the reput then calls it once per pass. A run may hold :class:`BatchHint` s
+    (each for its records); :meth:`dispatch` is only ever given requests."""
 
     def dispatch(self, request: DispatchRequest, /) -> None:
         """Index or enqueue one record; must not block on the disk. ``request`` may be shared

@@ -32,8 +32,8 @@ from rocketpy.store.commit_log.recovery import (
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_end
-from rocketpy.store.consume_queue.unit import CqUnit
-from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK, CqUnit
+from rocketpy.store.dispatch import BatchHint, CommitLogDispatcher, DispatchRequest
 from rocketpy.store.flush import ConsumeQueueFlushService
 from rocketpy.store.get_types import GetResult
 from rocketpy.store.read_path import MAX_PULL_BYTES, read_queue
@@ -167,6 +167,7 @@ class MessageStore:
             on_arrival=on_arrival,
             hints=self.commit_log.dispatch_hints,
             put_run=self._put_cq_run,
+            put_batch=self._put_cq_batch,
         )
 
     def _dispatch_bound(self) -> int:
@@ -430,17 +431,32 @@ class MessageStore:
         False (nothing written) sends the reput back to :meth:`_put_cq` per record. Never for
         prepared/rolled-back records."""
         first = run[0]
-        q = self.queues.get((first.topic, first.queue_id))
-        if q is None:
-            return False
         units: list[int] = []
         for req in run:
             units += (req.commit_log_offset, req.msg_size, req.tags_code)
-        if not q.put_run_nowait(units, first.consume_queue_offset):
+        return self._put_units(
+            first.topic, first.queue_id, units, first.consume_queue_offset,
+            run[-1].store_timestamp,
+        )  # fmt: skip
+
+    def _put_cq_batch(self, hint: BatchHint) -> bool:
+        """:meth:`_put_cq_run` for a hinted batch: its units as the hint holds them."""
+        if len(hint.units) > 3 * MAX_UNITS_PER_PACK:
+            return False
+        return self._put_units(
+            hint.topic, hint.queue_id, hint.units, hint.consume_queue_offset,
+            hint.store_timestamp,
+        )  # fmt: skip
+
+    def _put_units(
+        self, topic: str, queue_id: int, units: list[int], queue_offset: int, timestamp: int
+    ) -> bool:
+        q = self.queues.get((topic, queue_id))
+        if q is None or not q.put_run_nowait(units, queue_offset):
             return False
         checkpoint = self.checkpoint
         if checkpoint is not None:
-            checkpoint.logics_msg_timestamp = run[-1].store_timestamp
+            checkpoint.logics_msg_timestamp = timestamp
         return True
 
     async def _put_cq_slow(

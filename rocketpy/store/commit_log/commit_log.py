@@ -31,12 +31,14 @@ from rocketpy.common.message.record import (
     MAGIC_V1,
     MAGIC_V2,
     STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
     Address,
     is_prepared_or_rollback,
     pack_address,
     record_struct,
 )
 from rocketpy.store.commit_log.allocation import SegmentAllocator
+from rocketpy.store.commit_log.batch_records import Encoded, Shared, write_batch
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -47,7 +49,7 @@ from rocketpy.store.commit_log.put_types import (
 )
 from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
@@ -122,7 +124,7 @@ class CommitLog:
         self.dispatch_limit: Callable[[], int] | None = None
         # What each local append wrote (dispatch hints), for the reput (see ReputService);
         # bounded so a reput held back by the confirm offset does not grow it without limit.
-        self.dispatch_hints: deque[DispatchRequest] = deque()
+        self.dispatch_hints: deque[Hint] = deque()
         # Topic name -> UTF-8 bytes (a broker has few topics; appends encode each once).
         self._topic_bytes: dict[str, bytes] = {}
         # Set by the clean service when disk usage passes diskSpaceWarningLevelRatio.
@@ -407,10 +409,11 @@ class CommitLog:
         born = pack_address(batch.born_host)
         born_len = len(born)
         store_len = len(self._store_host_bytes)
-        encoded: list[tuple[int, bytes, str, bytes, struct.Struct]] = []
+        encoded: list[Encoded] = []
         total = 0
-        if not batch_fields_fit(batch):
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)  # as in _append_nowait
+        if not batch_fields_fit(batch) or batch.sys_flag & TRANSACTION_TYPE_MASK:
+            # As in _append_nowait; and a batch is never transactional (asyncPutMessages).
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         for flag, body, text in items:
             body_len = len(body)
             if body_len > max_body:
@@ -426,28 +429,27 @@ class CommitLog:
         if not fits:
             return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
-        base = mf.file_from_offset
-        prefix = self._msg_id_prefix
-        queue_id = batch.queue_id
-        sys_flag = batch.sys_flag
-        born_timestamp = batch.born_timestamp
-        reconsume = batch.reconsume_times
-        first = queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, len(items))
-        step = 0 if is_prepared_or_rollback(sys_flag) else 1
-        ids: list[str] = []
-        pos = start
-        place = self._place
-        for flag, body, text, props, st in encoded:
-            place(
-                mf, pos, st, topic_text, topic, queue_id, flag, body, text, props, queue_offset,
-                sys_flag, born_timestamp, born, now, reconsume, 0,
-            )  # fmt: skip
-            ids.append(f"{prefix}{base + pos:016X}")
-            pos += st.size
-            queue_offset += step
+        first = self._take_queue_offsets(batch.topic, batch.queue_id, batch.sys_flag, len(items))
+        sys_flag = (
+            (batch.sys_flag & _CLEAR_HOST_FLAGS)
+            | (BORNHOST_V6_FLAG if born_len == 20 else 0)
+            | self._store_v6_flag
+        )
+        shared = Shared(
+            MAGIC_V2 if v2 else MAGIC_V1, batch.queue_id, sys_flag, batch.born_timestamp, born,
+            now, self._store_host_bytes, batch.reconsume_times, topic,
+        )  # fmt: skip
+        out = write_batch(mf.buffer, start, mf.file_from_offset, self._msg_id_prefix, shared,
+                          first, encoded)  # fmt: skip
+        mf.wrote_position = out.end
+        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+            self.dispatch_hints.append(BatchHint(
+                topic_text, batch.queue_id, now, first, batch.sys_flag, out.units, out.texts,
+            ))  # fmt: skip
         self.last_store_timestamp = now
         return PutResult(
-            PutMessageStatus.PUT_OK, base + start, total, ",".join(ids), first, now, len(items),
+            PutMessageStatus.PUT_OK, mf.file_from_offset + start, total, ",".join(out.ids),
+            first, now, len(items),
         )  # fmt: skip
 
     def _topic_of(self, topic_text: str) -> bytes:

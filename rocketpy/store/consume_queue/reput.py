@@ -23,7 +23,7 @@ from rocketpy.common.message.properties import tags_code_of
 from rocketpy.common.message.record import INT32, is_prepared_or_rollback
 from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
-from rocketpy.store.dispatch import CommitLogDispatcher, DispatchRequest
+from rocketpy.store.dispatch import BatchHint, CommitLogDispatcher, DispatchRequest, Hint
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
@@ -43,6 +43,8 @@ PutCq = Callable[[DispatchRequest], Awaitable[None] | None]
 #: queue offsets (a batch) at once; False when it wrote nothing (then each goes through
 #: :data:`PutCq`).
 PutCqRun = Callable[[list[DispatchRequest]], bool]
+#: :data:`PutCqRun` for a hinted batch (its units as the hint holds them).
+PutCqBatch = Callable[[BatchHint], bool]
 
 
 def read_request(
@@ -116,7 +118,7 @@ def scan_record(
     )
 
 
-def _tell_arrival(done: list[DispatchRequest], on_arrival: ArrivalHook) -> None:
+def _tell_arrival(done: list[Hint], on_arrival: ArrivalHook) -> None:
     """Arrival for the consumable records of a pass: once per queue and tags code, each with
     the queue's new max offset (what long polling compares its pulls with)."""
     tags_of: dict[tuple[str, int], dict[int, None]] = {}
@@ -125,11 +127,15 @@ def _tell_arrival(done: list[DispatchRequest], on_arrival: ArrivalHook) -> None:
         if is_prepared_or_rollback(r.sys_flag):
             continue
         queue = (r.topic, r.queue_id)
-        max_of[queue] = r.consume_queue_offset + 1
         tags = tags_of.get(queue)
         if tags is None:
             tags = tags_of[queue] = {}
-        tags[r.tags_code] = None
+        if isinstance(r, BatchHint):
+            max_of[queue] = r.consume_queue_offset + len(r.properties)
+            tags.update(dict.fromkeys(r.units[2::3]))
+        else:
+            max_of[queue] = r.consume_queue_offset + 1
+            tags[r.tags_code] = None
     for queue, tags in tags_of.items():
         for tags_code in tags:
             on_arrival(queue[0], queue[1], max_of[queue], tags_code)
@@ -156,15 +162,17 @@ class ReputService:
         *,
         check_crc: bool = False,
         on_arrival: ArrivalHook | None = None,
-        hints: deque[DispatchRequest] | None = None,
+        hints: deque[Hint] | None = None,
         put_run: PutCqRun | None = None,
+        put_batch: PutCqBatch | None = None,
     ) -> None:
         self.mfq = mfq
         self.put_run = put_run
+        self.put_batch = put_batch
         self.bound = bound
         self.check_crc = check_crc
         self.on_arrival = on_arrival
-        self.hints: deque[DispatchRequest] = deque() if hints is None else hints
+        self.hints: deque[Hint] = deque() if hints is None else hints
         self.reput_from = 0
         # Store timestamp and end offset of the last record dispatched by scanning (replicated
         # bytes on an HA slave, recovery): what a slave's checkpoint learns its
@@ -202,29 +210,38 @@ class ReputService:
 
     async def _pass(
         self,
-        req: DispatchRequest,
+        req: Hint,
         bound: int,
         put_cq: PutCq,
         on_arrival: ArrivalHook | None,
-    ) -> DispatchRequest | None:
+    ) -> Hint | None:
         """One pass from ``req`` (the record at ``reput_from``): the consume-queue units of the
         records from it on (a run of :meth:`_gather` with one pack) until the bound,
         :data:`PASS_RECORDS` records or an await, then :meth:`_dispatched`. Returns the request
         the next pass starts with: taken again from ``reput_from`` after an await (what was
         taken before it may lie past a truncation made meanwhile)."""
-        done: list[DispatchRequest] = []
+        done: list[Hint] = []
+        records = 0
         while True:
-            run, after = self._gather(req, bound)
-            if run is not None:
-                done += run
-                awaited = await self._put_cq_run(run, put_cq)
-            else:
+            if isinstance(req, BatchHint):
                 done.append(req)
-                pending = put_cq(req)
-                awaited = pending is not None
-                if pending is not None:
-                    await pending
-            if awaited or len(done) >= PASS_RECORDS:
+                records += len(req.properties)
+                awaited = await self._put_cq_batch(req, put_cq)
+                after = None
+            else:
+                run, after = self._gather(req, bound)
+                if run is not None:
+                    done += run
+                    records += len(run)
+                    awaited = await self._put_cq_run(run, put_cq)
+                else:
+                    done.append(req)
+                    records += 1
+                    pending = put_cq(req)
+                    awaited = pending is not None
+                    if pending is not None:
+                        await pending
+            if awaited or records >= PASS_RECORDS:
                 break
             if after is None:
                 after = self._take(done[-1].commit_log_offset + done[-1].msg_size, bound)
@@ -236,18 +253,31 @@ class ReputService:
             return self._take(self.reput_from, bound)
         return after
 
-    def _dispatched(self, done: list[DispatchRequest], on_arrival: ArrivalHook | None) -> None:
+    def _dispatched(self, done: list[Hint], on_arrival: ArrivalHook | None) -> None:
         """A pass whose units are written: to each dispatcher (``dispatch_run`` when it has
-        one and the pass holds more than one record), ``reput_from`` past it, and arrival told
-        once per queue and tags code with the queue's new max offset."""
+        one and the pass holds more than one record, else ``dispatch`` per record),
+        ``reput_from`` past it, and arrival told once per queue and tags code with the queue's
+        new max offset."""
         last = done[-1]
+        each: list[DispatchRequest] | None = None
         for d in self.dispatchers:
-            dispatch_run = getattr(d, "dispatch_run", None) if len(done) > 1 else None
+            dispatch_run = (
+                getattr(d, "dispatch_run", None)
+                if len(done) > 1 or isinstance(last, BatchHint)
+                else None
+            )
             if dispatch_run is not None:  # optional (CommitLogDispatcher)
                 dispatch_run(done)
-            else:
+                continue
+            if each is None:
+                each = []
                 for r in done:
-                    d.dispatch(r)
+                    if isinstance(r, BatchHint):
+                        each += r.requests()
+                    else:
+                        each.append(r)
+            for r in each:
+                d.dispatch(r)
         self.reput_from = last.commit_log_offset + last.msg_size
         for r in reversed(done):
             if r.scanned:
@@ -255,26 +285,32 @@ class ReputService:
                 break
         if on_arrival is None:
             return
-        if len(done) > 1:
+        if len(done) > 1 or isinstance(last, BatchHint):
             _tell_arrival(done, on_arrival)
-        elif not is_prepared_or_rollback(last.sys_flag):
+        elif isinstance(last, DispatchRequest) and not is_prepared_or_rollback(last.sys_flag):
             on_arrival(last.topic, last.queue_id, last.consume_queue_offset + 1, last.tags_code)
 
-    def _take(self, offset: int, bound: int) -> DispatchRequest | None:
-        """The request of the whole record at ``offset`` ending at or below ``bound``: its hint,
-        else scanned (:meth:`_take_scanned`). None when there is none (yet)."""
+    def _take(self, offset: int, bound: int) -> Hint | None:
+        """The request of the whole record at ``offset`` ending at or below ``bound``: its hint
+        (a whole hinted batch when it ends there too), else scanned (:meth:`_take_scanned`).
+        None when there is none (yet)."""
         hints = self.hints
         if hints:
             hint = hints[0]
             if hint.commit_log_offset == offset:
                 # Only whole records below the bound, as for scanned ones.
-                if offset + hint.msg_size > bound:
+                if offset + hint.msg_size <= bound:
+                    hints.popleft()
+                    return hint
+                if not isinstance(hint, BatchHint):
                     return None
+                # A bound inside a batch (controller mode's confirm offset): record by record.
                 hints.popleft()
-                return hint
+                hints.extendleft(reversed(hint.requests()))
+                return self._take(offset, bound)
         return self._take_scanned(offset, bound)
 
-    def _take_scanned(self, offset: int, bound: int) -> DispatchRequest | None:
+    def _take_scanned(self, offset: int, bound: int) -> Hint | None:
         """:meth:`_take` without a hint at ``offset``: drop stale hints (below ``offset``), then
         the hint if one starts there, else the record parsed back from the mapping. None for
         the bound, an invalid record or an end-of-file blank. At ``reput_from`` (nothing taken
@@ -283,7 +319,12 @@ class ReputService:
         hints = self.hints
         while offset < bound:
             while hints and hints[0].commit_log_offset < offset:
-                hints.popleft()
+                stale = hints.popleft()
+                if (
+                    isinstance(stale, BatchHint)
+                    and stale.commit_log_offset + stale.msg_size > offset
+                ):
+                    hints.extendleft(reversed(stale.requests()))  # the records from offset on
             if hints and hints[0].commit_log_offset == offset:
                 return self._take(offset, bound)
             req, size = read_request(self.mfq, offset, check_crc=self.check_crc)
@@ -307,7 +348,7 @@ class ReputService:
 
     def _gather(
         self, first: DispatchRequest, bound: int
-    ) -> tuple[list[DispatchRequest] | None, DispatchRequest | None]:
+    ) -> tuple[list[DispatchRequest] | None, Hint | None]:
         """The run ``first`` starts: ``first`` and the records after it that continue it, each
         where the previous one ended, in the same queue at the next queue offset, consumable,
         at most ``MAX_UNITS_PER_PACK`` (a batch's records, whose units :data:`PutCqRun` writes
@@ -321,7 +362,8 @@ class ReputService:
         run: list[DispatchRequest] | None = None
         while (req := self._take(end, bound)) is not None:
             if (
-                req.consume_queue_offset != queue_offset
+                isinstance(req, BatchHint)
+                or req.consume_queue_offset != queue_offset
                 or req.queue_id != queue_id
                 or req.topic != topic
                 or is_prepared_or_rollback(req.sys_flag)
@@ -349,6 +391,18 @@ class ReputService:
                 if pending is not None:
                     awaited = True
                     await pending
+        return awaited
+
+    async def _put_cq_batch(self, hint: BatchHint, put_cq: PutCq) -> bool:
+        """:meth:`_put_cq_run` for a hinted batch. Returns whether it awaited."""
+        if self.put_batch is not None and self.put_batch(hint):
+            return False
+        awaited = False
+        for req in hint.requests():
+            pending = put_cq(req)
+            if pending is not None:
+                awaited = True
+                await pending
         return awaited
 
     def _partial_tail(self, bound: int) -> bool:

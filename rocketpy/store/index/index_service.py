@@ -36,7 +36,7 @@ from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.common.message.properties import keys_of
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
 from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.record import index_key_hash
@@ -252,27 +252,22 @@ class IndexService:
         (re-dispatch) and rolled-back transaction records are skipped. Never blocks."""
         self.dispatch_run((request,))
 
-    def dispatch_run(self, run: Sequence[DispatchRequest], /) -> None:
+    def dispatch_run(self, run: Sequence[Hint], /) -> None:
         """:meth:`dispatch` for each record of a run (consecutive records, ascending offsets:
-        a dispatch pass), the keys written to the current file with one call, its header
-        packed once."""
+        a dispatch pass; a hinted batch for its records), the keys written to the current file
+        with one call, its header packed once."""
         floor = self._last_indexed_offset()
         items: list[tuple[int, int, int]] = []
         for request in run:
             phy_offset = request.commit_log_offset
+            if isinstance(request, BatchHint):
+                _batch_keys(request, floor, items)
+                continue
             if phy_offset < floor or (
                 request.sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK
             ):
                 continue
-            keys, uniq = keys_of(request.properties)
-            topic = request.topic
-            timestamp = request.store_timestamp
-            if uniq:  # r.build_key inlined: this runs for every record
-                items.append((index_key_hash(f"{topic}#{uniq}"), phy_offset, timestamp))
-            if keys:
-                for k in keys.split(r.KEY_SEPARATOR):
-                    if k:
-                        items.append((index_key_hash(f"{topic}#{k}"), phy_offset, timestamp))
+            _add_keys(items, request.topic, request.properties, phy_offset, request.store_timestamp)
         if not items:
             return
         files = self._files
@@ -441,3 +436,27 @@ class IndexService:
             pending_keys=len(self._pending),
             dropped_keys=self._dropped,
         )
+
+
+def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) -> None:
+    """:meth:`IndexService.dispatch_run`'s keys for a hinted batch, its records below
+    ``floor`` skipped (a batch is never a rolled-back transaction record)."""
+    topic, timestamp, units = hint.topic, hint.store_timestamp, hint.units
+    for i, text in enumerate(hint.properties):
+        phy_offset = units[3 * i]
+        if phy_offset >= floor:
+            _add_keys(items, topic, text, phy_offset, timestamp)
+
+
+def _add_keys(
+    items: list[tuple[int, int, int]], topic: str, text: str, phy_offset: int, timestamp: int
+) -> None:
+    """Add (key hash, offset, timestamp) for ``UNIQ_KEY`` and each ``KEYS`` entry of a
+    record's properties ``text``, as ``topic#key``."""
+    keys, uniq = keys_of(text)
+    if uniq:  # r.build_key inlined: this runs for every record
+        items.append((index_key_hash(f"{topic}#{uniq}"), phy_offset, timestamp))
+    if keys:
+        for k in keys.split(r.KEY_SEPARATOR):
+            if k:
+                items.append((index_key_hash(f"{topic}#{k}"), phy_offset, timestamp))

@@ -12,11 +12,20 @@ import pytest
 from rocketpy.common.aio import wait_until
 from rocketpy.common.clock import ManualClock
 from rocketpy.common.message.decoder import decode_record
-from rocketpy.common.message.record import encode_record
-from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutMessageStatus
+from rocketpy.common.message.record import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    encode_record,
+)
+from rocketpy.store.commit_log.put_types import (
+    MessageBatch,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+)
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.reput import read_request
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dispatch import BatchHint, DispatchRequest
 from rocketpy.store.get_types import GetMessageStatus
 from rocketpy.store.message_store import MessageStore
 
@@ -391,6 +400,68 @@ async def test_message_store_reput_mixes_hints_scans_and_a_bound_inside_a_record
         assert reput.reput_from == store.commit_log.max_offset
         got = store.get_message("g", "TopicTest", 0, offset=0, max_count=100)
         assert [decode_record(b).body for b in got.records] == [_msg(i).body for i in range(30)]
+        await store.stop()
+
+
+async def test_message_store_reput_splits_a_hinted_batch_at_a_bound_inside_it(
+    tmp_path: Path,
+) -> None:
+    """1. Stop the background reput; put a batch of 10 (one hint for all of them). 2. Dispatch
+    with the bound inside record 4 (controller mode's confirm offset). 3. Put the batch's
+    hint back in front, now stale up to record 4. 4. Dispatch with the real bound.
+    Expected: after 2, records 0-3 dispatched (equal to the scanned records), the queue at 4
+    units and ``reput_from`` at record 4; after 4, all 10 once each, in order, every unit
+    right, nothing scanned (the stale hint gave records 4-9) and no hint left."""
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        seen = _record_dispatches(store)
+        await store.start()
+        reput = store.reput
+        await reput.stop(store._put_cq)
+        r = await store.put_batch(_batch(range(10)))
+        assert r.status is PutMessageStatus.PUT_OK
+        hints = store.commit_log.dispatch_hints
+        assert [type(h) for h in hints] == [BatchHint]
+        hint = hints[0]
+        offsets = hint.units[0::3]
+        scanned = [read_request(store.commit_log.mfq, o, check_crc=True)[0] for o in offsets]
+        reput.bound = lambda: offsets[4] + 10
+        await reput.dispatch_available(store._put_cq)
+        assert seen == scanned[:4]
+        assert store.max_offset_in_queue("TopicTest", 0) == 4
+        assert reput.reput_from == offsets[4]
+        hints.clear()
+        hints.append(hint)
+        reput.bound = store.commit_log.confirm_offset
+        await reput.dispatch_available(store._put_cq)
+        assert seen == scanned
+        assert reput.scanned == (0, 0)
+        assert not hints
+        q = store.queues[("TopicTest", 0)]
+        for req in scanned:
+            assert req is not None
+            unit = q.get_unit(req.consume_queue_offset)
+            assert unit is not None
+            assert (unit.commit_log_offset, unit.size, unit.tags_code) == (
+                req.commit_log_offset, req.msg_size, req.tags_code,
+            )  # fmt: skip
+        await store.stop()
+
+
+async def test_message_store_refuses_transactional_batches(tmp_path: Path) -> None:
+    """1. Put a batch flagged prepared, one flagged commit, one flagged rollback. 2. Put a
+    plain batch. Expected: the three are MESSAGE_ILLEGAL with nothing appended (as upstream's
+    ``asyncPutMessages``: a batch is never transactional); the plain one takes queue offset 0."""
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        await store.start()
+        for sys_flag in (TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, 0xC):
+            batch = dataclasses.replace(_batch(range(3)), sys_flag=sys_flag)
+            assert (await store.put_batch(batch)).status is PutMessageStatus.MESSAGE_ILLEGAL
+            assert store.put_batch_nowait(batch) == PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        assert store.commit_log.max_offset == 0
+        r = await store.put_batch(_batch(range(3)))
+        assert (r.status, r.queue_offset, r.msg_num) == (PutMessageStatus.PUT_OK, 0, 3)
         await store.stop()
 
 

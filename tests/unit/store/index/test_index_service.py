@@ -15,7 +15,7 @@ from rocketpy.common.clock import ManualClock
 from rocketpy.common.errors import ConfigError, StoreError
 from rocketpy.common.message.properties import encode_properties
 from rocketpy.store.checkpoint import StoreCheckpoint
-from rocketpy.store.dispatch import DispatchRequest
+from rocketpy.store.dispatch import BatchHint, DispatchRequest
 from rocketpy.store.index.index_file import IndexFile
 from rocketpy.store.index.index_service import IndexService
 from rocketpy.store.index.record import is_index_file_name
@@ -335,6 +335,56 @@ async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatc
             o.pending_keys,
             o.dropped_keys,
         )
+        for svc in (one, run):
+            await svc.stop()
+
+    def files(svc_root: Path) -> list[bytes]:
+        return [p.read_bytes() for p in sorted((svc_root / "index").iterdir())]
+
+    assert len(files(tmp_path / "one")) >= 3
+    assert files(tmp_path / "one") == files(tmp_path / "run")
+
+
+def _batch_hint(base: int, count: int, keys: str) -> BatchHint:
+    """A hinted batch of ``count`` 100-byte records from offset ``base``, each with UNIQ_KEY
+    ``U<offset>`` and KEYS ``keys``."""
+    units: list[int] = []
+    texts = []
+    for i in range(count):
+        units += (base + 100 * i, 100, 0)
+        texts.append(encode_properties({"KEYS": keys or None, "UNIQ_KEY": f"U{base + 100 * i}"}))
+    return BatchHint("T", 0, T0 + base, base // 100, 0, units, texts)
+
+
+async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
+    tmp_path: Path, executor: ThreadPoolExecutor
+) -> None:
+    """1. Dispatch the same batches into two services (4 entries per file, so batches cross
+    file ends): record by record (the hint's requests), and each hint in a run, one run with a
+    single record before it; the last batch starts below the indexed offset (re-dispatch).
+    Expected: the same index files, byte for byte, and the same query answers."""
+    one, run = _service(tmp_path / "one", executor), _service(tmp_path / "run", executor)
+    single = DispatchRequest("T", 1, 500, 100, 0, T0, 0, "UNIQ_KEY\x01S\x02", 0, 0)
+    hints = [_batch_hint(1000, 3, "k0"), _batch_hint(1300, 2, "a b"), _batch_hint(1350, 3, "")]
+    async with asyncio.timeout(10):
+        for svc in (one, run):
+            await svc.load(last_exit_ok=True)
+            await svc.start()
+        one.dispatch(single)
+        run.dispatch_run([single, hints[0]])
+        for hint in hints:
+            for req in hint.requests():
+                one.dispatch(req)
+            if hint is not hints[0]:
+                run.dispatch_run([hint])
+            await _settled(one)
+            await _settled(run)
+        k0 = run.query_offsets("T", "k0", 50, 0, FAR)
+        assert k0 == one.query_offsets("T", "k0", 50, 0, FAR)
+        assert k0.phy_offsets == (1200, 1100, 1000)
+        assert run.query_offsets("T", "U1350", 50, 0, FAR).phy_offsets == ()
+        assert run.query_offsets("T", "U1450", 50, 0, FAR).phy_offsets == (1450,)
+        assert run.query_offsets("T", "U1300", 50, 0, FAR).phy_offsets == (1300,)
         for svc in (one, run):
             await svc.stop()
 
