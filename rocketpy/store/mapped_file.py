@@ -10,9 +10,11 @@ Durability uses ``fdatasync`` on the file, not ``mmap.flush``: CPython 3.11's ``
 disk write. On Linux a shared mapping's dirty pages are the file's page cache, so ``fdatasync``
 writes them (``msync(MS_SYNC)`` is itself a ranged fsync there).
 
-Resident memory: once a range is durable its pages are dropped from this process's mapping
-(``madvise(MADV_DONTNEED)``, a no-op for the data: the page cache and the file keep it), so RSS
-stays flat however many GiB are appended; a later read faults the page back in.
+Resident memory: the whole pages of a range about to be made durable are dropped from this
+process's mapping first (``madvise(MADV_DONTNEED)``, a no-op for the data: the page cache and
+the file keep them, dirty pages still dirty), so RSS stays flat however many GiB are appended
+and writeback finds no writable mapping to clean (each one a TLB shootdown); a later read
+faults the page back in.
 """
 
 from __future__ import annotations
@@ -246,11 +248,14 @@ class MappedFile:
             except FileNotFoundError:
                 return self.flushed_position
             try:
+                # Unmapped first: writeback cleans each page it writes, and a page mapped
+                # writable costs a TLB shootdown (an IPI to the CPU running the writer) per
+                # page; an unmapped one costs nothing. The dirty pages stay in the page cache.
+                self._release(upto)
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
             self.flushed_position = upto
-            self._release(upto)
         return self.flushed_position
 
     def appending(self) -> None:
@@ -279,9 +284,10 @@ class MappedFile:
         if self._map is not None:
             self._map.madvise(mmap.MADV_NORMAL)
 
-    def _release(self, durable: int) -> None:
-        """Drop whole durable pages below ``durable`` from the mapping, a chunk at a time."""
-        end = durable - durable % PAGE_SIZE
+    def _release(self, upto: int) -> None:
+        """Drop the whole pages below ``upto`` (written, about to be synced) from the mapping,
+        a chunk at a time."""
+        end = upto - upto % PAGE_SIZE
         if end - self.released_position < RELEASE_CHUNK and end < self.size:
             return
         mapping = self._map
