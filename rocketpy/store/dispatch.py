@@ -41,7 +41,8 @@ class BatchHint:
     the append builds no :class:`DispatchRequest` per message and the reput writes the batch's
     consume-queue units with one pack. ``units`` holds each record's commit-log offset, size
     and tags code in turn (what a consume-queue unit stores); ``properties`` each record's
-    properties text. Never for prepared or rolled-back records. ``commit_log_offset`` and
+    properties text, and ``uniqs`` each record's UNIQ_KEY when the sender read them (else
+    None). Never for prepared or rolled-back records. ``commit_log_offset`` and
     ``msg_size`` span the whole batch, as a request's span its record. Treat as read-only."""
 
     __slots__ = (
@@ -53,6 +54,7 @@ class BatchHint:
         "store_timestamp",
         "sys_flag",
         "topic",
+        "uniqs",
         "units",
     )  # fmt: skip
 
@@ -68,6 +70,7 @@ class BatchHint:
         sys_flag: int,
         units: list[int],
         properties: list[str],
+        uniqs: list[str] | None = None,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
@@ -78,6 +81,7 @@ class BatchHint:
         self.sys_flag = sys_flag
         self.units = units
         self.properties = properties
+        self.uniqs = uniqs
 
     def requests(self) -> list[DispatchRequest]:
         """The batch as one request per record (what a dispatch of part of it, or a

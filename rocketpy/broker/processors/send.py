@@ -501,6 +501,7 @@ class SendMessageProcessor:
             reconsume_times=h.reconsume_times or 0,
             # a batch waits as its first message says
             wait_store=waits_for_store(property_value(items[0][2], MessageConst.WAIT)),
+            uniqs=uniqs,
         )
         result = rt.store.put_batch_nowait(batch)
         if result is not None:

@@ -445,6 +445,7 @@ class CommitLog:
         if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
             self.dispatch_hints.append(BatchHint(
                 topic_text, batch.queue_id, now, first, batch.sys_flag, out.units, out.texts,
+                batch.uniqs,
             ))  # fmt: skip
         self.last_store_timestamp = now
         return PutResult(

@@ -132,6 +132,9 @@ class MessageBatch:
     born_host: Address = ("127.0.0.1", 0)
     reconsume_times: int = 0
     wait_store: bool = True
+    #: Each item's UNIQ_KEY, when the sender has read them from the properties already (the
+    #: index then takes them from the batch's dispatch hint instead of reading them again).
+    uniqs: list[str] | None = None
 
 
 def fields_fit(m: MessageToStore) -> bool:

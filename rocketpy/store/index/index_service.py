@@ -26,6 +26,7 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,14 +35,17 @@ import structlog
 from rocketpy.common.atomic_file import TEMP_SUFFIX
 from rocketpy.common.clock import SYSTEM_CLOCK, Clock
 from rocketpy.common.errors import ConfigError, StoreError
-from rocketpy.common.message.properties import keys_of
+from rocketpy.common.message.const import MessageConst
+from rocketpy.common.message.properties import NAME_VALUE_SEPARATOR, keys_of, property_value
 from rocketpy.store.checkpoint import StoreCheckpoint
 from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
 from rocketpy.store.index import record as r
 from rocketpy.store.index.index_file import IndexFile
-from rocketpy.store.index.record import index_key_hash
+from rocketpy.store.index.record import index_key_hash, index_key_hashes
 
 log = structlog.get_logger(__name__)
+
+_KEYS_NAME: Final = f"{MessageConst.KEYS}{NAME_VALUE_SEPARATOR}"
 
 # MessageSysFlag: transaction type bits and the rollback value (rolled-back messages are not
 # indexed).
@@ -440,12 +444,32 @@ class IndexService:
 
 def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) -> None:
     """:meth:`IndexService.dispatch_run`'s keys for a hinted batch, its records below
-    ``floor`` skipped (a batch is never a rolled-back transaction record)."""
-    topic, timestamp, units = hint.topic, hint.store_timestamp, hint.units
+    ``floor`` skipped (a batch is never a rolled-back transaction record): the UNIQ_KEYs the
+    hint holds and the KEYS of the properties that have some, in record order, hashed in one
+    call."""
+    topic, timestamp, units, uniqs = hint.topic, hint.store_timestamp, hint.units, hint.uniqs
+    if uniqs is None:
+        for i, text in enumerate(hint.properties):
+            phy_offset = units[3 * i]
+            if phy_offset >= floor:
+                _add_keys(items, topic, text, phy_offset, timestamp)
+        return
+    prefix = f"{topic}{r.TOPIC_KEY_SEPARATOR}"
+    keys: list[str] = []
+    offsets: list[int] = []
     for i, text in enumerate(hint.properties):
         phy_offset = units[3 * i]
-        if phy_offset >= floor:
-            _add_keys(items, topic, text, phy_offset, timestamp)
+        if phy_offset < floor:
+            continue
+        if uniq := uniqs[i]:
+            keys.append(prefix + uniq)
+            offsets.append(phy_offset)
+        if _KEYS_NAME in text:
+            for k in (property_value(text, MessageConst.KEYS) or "").split(r.KEY_SEPARATOR):
+                if k:
+                    keys.append(prefix + k)
+                    offsets.append(phy_offset)
+    items += zip(index_key_hashes(keys), offsets, repeat(timestamp, len(keys)), strict=True)
 
 
 def _add_keys(

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Final
 
-from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.javahash import java_string_hash, java_string_hashes
 
 INDEX_HEADER_SIZE: Final = 40
 HASH_SLOT_SIZE: Final = 4
@@ -135,6 +135,11 @@ def index_key_hash(key: str) -> int:
     """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 when that overflows (MIN_VALUE)."""
     h = java_string_hash(key)
     return 0 if h == -(2**31) else abs(h)
+
+
+def index_key_hashes(keys: list[str]) -> list[int]:
+    """:func:`index_key_hash` of each of ``keys`` (one call per batch)."""
+    return [0 if h == -(2**31) else abs(h) for h in java_string_hashes(keys)]
 
 
 def build_key(topic: str, key: str) -> str:

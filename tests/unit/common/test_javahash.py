@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketpy.common.javahash import java_string_hash
+from rocketpy.common.javahash import java_string_hash, java_string_hashes
 
 
 def _java_loop(text: str) -> int:
@@ -73,3 +73,10 @@ def test_javahash_chunk_and_short_boundaries_equal_the_definition() -> None:
         for alphabet in ("abcXYZ09#_", "é\x00ÿ中\ud800"):
             text = "".join(alphabet[(i * 7 + n) % len(alphabet)] for i in range(n))
             assert java_string_hash(text) == _java_loop(text), (n, alphabet)
+
+
+@given(st.lists(st.one_of(st.text(max_size=200), st.text("0123456789ABCDEF#_", max_size=140))))
+def test_javahash_of_many_equals_the_definition(texts: list[str]) -> None:
+    """1. A list of texts, ASCII (index keys) or not, of every length class.
+    Expected: java_string_hashes gives each one's step-by-step hash, in order."""
+    assert java_string_hashes(texts) == [_java_loop(t) for t in texts]

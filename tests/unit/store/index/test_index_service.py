@@ -345,15 +345,16 @@ async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatc
     assert files(tmp_path / "one") == files(tmp_path / "run")
 
 
-def _batch_hint(base: int, count: int, keys: str) -> BatchHint:
+def _batch_hint(base: int, count: int, keys: str, *, uniqs: bool = True) -> BatchHint:
     """A hinted batch of ``count`` 100-byte records from offset ``base``, each with UNIQ_KEY
-    ``U<offset>`` and KEYS ``keys``."""
+    ``U<offset>`` (also in the hint's ``uniqs`` with ``uniqs``) and KEYS ``keys``."""
     units: list[int] = []
     texts = []
     for i in range(count):
         units += (base + 100 * i, 100, 0)
         texts.append(encode_properties({"KEYS": keys or None, "UNIQ_KEY": f"U{base + 100 * i}"}))
-    return BatchHint("T", 0, T0 + base, base // 100, 0, units, texts)
+    ids = [f"U{base + 100 * i}" for i in range(count)] if uniqs else None
+    return BatchHint("T", 0, T0 + base, base // 100, 0, units, texts, ids)
 
 
 async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
@@ -361,11 +362,16 @@ async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
 ) -> None:
     """1. Dispatch the same batches into two services (4 entries per file, so batches cross
     file ends): record by record (the hint's requests), and each hint in a run, one run with a
-    single record before it; the last batch starts below the indexed offset (re-dispatch).
+    single record before it; the last batch starts below the indexed offset (re-dispatch); the
+    first hint without the UNIQ_KEYs (read from the properties), the others with them.
     Expected: the same index files, byte for byte, and the same query answers."""
     one, run = _service(tmp_path / "one", executor), _service(tmp_path / "run", executor)
     single = DispatchRequest("T", 1, 500, 100, 0, T0, 0, "UNIQ_KEY\x01S\x02", 0, 0)
-    hints = [_batch_hint(1000, 3, "k0"), _batch_hint(1300, 2, "a b"), _batch_hint(1350, 3, "")]
+    hints = [
+        _batch_hint(1000, 3, "k0", uniqs=False),
+        _batch_hint(1300, 2, "a b"),
+        _batch_hint(1350, 3, ""),
+    ]
     async with asyncio.timeout(10):
         for svc in (one, run):
             await svc.load(last_exit_ok=True)
