@@ -479,18 +479,22 @@ class SendMessageProcessor:
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         items: list[tuple[int, bytes, str]] = []
         uniqs: list[str] = []
-        fast_properties = self._props.fast
-        for flag, item_body, sent in entries:
-            fast = fast_properties(sent)
-            if fast is not None:
-                text, uniq = fast
-            else:
-                props = self._props.batch(sent)
-                if too_large(props):
-                    return illegal(self.illegal_remark())
-                text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
-            items.append((flag, item_body, text))
-            uniqs.append(uniq)
+        run = self._props.fast_run([sent for _, _, sent in entries])
+        if run is not None:
+            texts, uniqs = run
+            items = [(e[0], e[1], text) for e, text in zip(entries, texts, strict=True)]
+        else:
+            for flag, item_body, sent in entries:
+                fast = self._props.fast(sent)
+                if fast is not None:
+                    text, uniq = fast
+                else:
+                    props = self._props.batch(sent)
+                    if too_large(props):
+                        return illegal(self.illegal_remark())
+                    text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
+                items.append((flag, item_body, text))
+                uniqs.append(uniq)
         batch = MessageBatch(
             topic=h.topic,
             queue_id=queue_id,

@@ -165,6 +165,35 @@ async def test_send_batch_consecutive_offsets(harness: MakeHarness) -> None:
 _ADDED = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true", "CLUSTER": "c1"}
 
 
+async def test_send_batch_mixing_plain_and_decoded_properties(harness: MakeHarness) -> None:
+    """1. A batch of three: a plain text, one without UNIQ_KEY, one naming CLUSTER. 2. A batch
+    of two plain texts whose bodies hold ``DELAY\x01`` (only the properties count).
+    Expected: each record stores its sender's map plus the broker's additions (a UNIQ_KEY made
+    for the second, CLUSTER replaced in the third, as per message); the answer's
+    transactionId lists the records' UNIQ_KEYs in order."""
+    h = harness()
+    texts = ["UNIQ_KEY\x01U0\x02", "KEYS\x01k\x02", "UNIQ_KEY\x01U2\x02CLUSTER\x01x\x02"]
+    body = encode_batch_body([BatchItem(flag=0, body=b"b", properties=t) for t in texts])
+    resp = _ok(await h.call(RequestCode.SEND_BATCH_MESSAGE, v2("B", m="true"), body))
+    stored = [m.properties for m in h.store.queues[("B", 0)]]
+    made = stored[1]["UNIQ_KEY"]
+    assert stored == [
+        {"UNIQ_KEY": "U0"} | _ADDED,
+        {"KEYS": "k", "UNIQ_KEY": made} | _ADDED,
+        {"UNIQ_KEY": "U2"} | _ADDED,
+    ]
+    assert resp.ext("transactionId") == f"U0,{made},U2"
+    plain = [BatchItem(flag=0, body=b"DELAY\x013", properties=f"UNIQ_KEY\x01V{i}") for i in (0, 1)]
+    resp = _ok(
+        await h.call(RequestCode.SEND_BATCH_MESSAGE, v2("C", m="true"), encode_batch_body(plain))
+    )
+    assert [m.properties for m in h.store.queues[("C", 0)]] == [
+        {"UNIQ_KEY": "V0"} | _ADDED,
+        {"UNIQ_KEY": "V1"} | _ADDED,
+    ]
+    assert resp.ext("transactionId") == "V0,V1"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
