@@ -302,6 +302,16 @@ def _run_records(base: int, keys: str) -> list[DispatchRequest]:
     return out
 
 
+def _assert_same_files(one: Path, other: Path) -> None:
+    """The two services' index files hold the same bytes (at least 3 files)."""
+
+    def files(svc_root: Path) -> list[bytes]:
+        return [p.read_bytes() for p in sorted((svc_root / "index").iterdir())]
+
+    assert len(files(one)) >= 3
+    assert files(one) == files(other)
+
+
 async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatch(
     tmp_path: Path, executor: ThreadPoolExecutor
 ) -> None:
@@ -337,12 +347,7 @@ async def test_index_service_dispatch_run_writes_the_bytes_of_per_record_dispatc
         )
         for svc in (one, run):
             await svc.stop()
-
-    def files(svc_root: Path) -> list[bytes]:
-        return [p.read_bytes() for p in sorted((svc_root / "index").iterdir())]
-
-    assert len(files(tmp_path / "one")) >= 3
-    assert files(tmp_path / "one") == files(tmp_path / "run")
+    _assert_same_files(tmp_path / "one", tmp_path / "run")
 
 
 def _batch_hint(base: int, count: int, keys: str, *, uniqs: bool = True) -> BatchHint:
@@ -393,12 +398,7 @@ async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
         assert run.query_offsets("T", "U1300", 50, 0, FAR).phy_offsets == (1300,)
         for svc in (one, run):
             await svc.stop()
-
-    def files(svc_root: Path) -> list[bytes]:
-        return [p.read_bytes() for p in sorted((svc_root / "index").iterdir())]
-
-    assert len(files(tmp_path / "one")) >= 3
-    assert files(tmp_path / "one") == files(tmp_path / "run")
+    _assert_same_files(tmp_path / "one", tmp_path / "run")
 
 
 async def test_index_service_load_deletes_files_a_crash_left_unsized(
