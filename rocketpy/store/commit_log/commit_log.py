@@ -47,7 +47,7 @@ from rocketpy.store.commit_log.put_types import (
     batch_fields_fit,
     fields_fit,
 )
-from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
+from rocketpy.store.commit_log.record import BLANK_SIZE, room_or_blank
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
 from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
 from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
@@ -57,8 +57,11 @@ log = structlog.get_logger(__name__)
 
 #: Loop turns the SYNC_FLUSH task waits before each fdatasync (from the store4 branch's tuning).
 _GROUP_COMMIT_YIELDS = 3
-#: Bound of the dispatch hints (about 200 B each); past it the reput parses records back.
+#: Bounds of the dispatch hints (about 200 B each, a batch's one for all its records): their
+#: number, and the commit-log bytes they span (what their properties texts take at most); past
+#: either the reput parses records back.
 MAX_DISPATCH_HINTS = 65536
+MAX_HINTED_BYTES = 64 * 1024 * 1024
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
 _CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
@@ -371,7 +374,7 @@ class CommitLog:
         )
         size = st.size
         if size + BLANK_SIZE > size_limit - pos:
-            fits = self._room(mf, pos, size)
+            fits = room_or_blank(mf, pos, size)
             return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         sys_flag = m.sys_flag
         queue_id = m.queue_id
@@ -425,7 +428,7 @@ class CommitLog:
             encoded.append((flag, body, text, props, st))
             total += st.size
         start = mf.wrote_position
-        fits = self._room(mf, start, total)
+        fits = room_or_blank(mf, start, total)
         if not fits:
             return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
@@ -442,7 +445,7 @@ class CommitLog:
         out = write_batch(mf.buffer, start, mf.file_from_offset, self._msg_id_prefix, shared,
                           first, encoded)  # fmt: skip
         mf.wrote_position = out.end
-        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+        if self._may_hint(mf.file_from_offset + start):
             self.dispatch_hints.append(BatchHint(
                 topic_text, batch.queue_id, now, first, batch.sys_flag, out.units, out.texts,
                 batch.uniqs,
@@ -470,18 +473,6 @@ class CommitLog:
         first = table.get(key, 0)
         table[key] = first + count
         return first
-
-    @staticmethod
-    def _room(mf: MappedFile, pos: int, size: int) -> bool | None:
-        """True when ``size`` bytes fit at ``pos``; False when they never fit a segment; None
-        after marking the rest of the segment blank (``END_FILE_MIN_BLANK_LENGTH``): roll."""
-        if size + BLANK_SIZE > mf.size:
-            return False
-        if size + BLANK_SIZE > mf.size - pos:
-            BLANK.pack_into(mf.buffer, pos, mf.size - pos, BLANK_MAGIC)
-            mf.wrote_position = mf.size
-            return None
-        return True
 
     def _place(  # noqa: PLR0917 -- positional: called per record
         self,
@@ -518,12 +509,18 @@ class CommitLog:
             props,
         )  # fmt: skip
         mf.wrote_position = pos + size
-        hints = self.dispatch_hints
-        if len(hints) < MAX_DISPATCH_HINTS:
-            hints.append(DispatchRequest(
+        if self._may_hint(wrote):
+            self.dispatch_hints.append(DispatchRequest(
                 topic_text, queue_id, wrote, size, tags_code_of(text), now, queue_offset, text,
                 sys_flag, prepared_offset,
             ))  # fmt: skip
+
+    def _may_hint(self, offset: int) -> bool:
+        """Whether a record written at ``offset`` may leave its hint (within both bounds)."""
+        hints = self.dispatch_hints
+        return len(hints) < MAX_DISPATCH_HINTS and (
+            not hints or offset - hints[0].commit_log_offset < MAX_HINTED_BYTES
+        )
 
     def _roll_failed(self, error: OSError) -> PutResult:
         """A new segment could not be made: a full disk refuses writes as the clean service's

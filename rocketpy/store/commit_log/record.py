@@ -19,6 +19,7 @@ from typing import Final
 from rocketpy.common.errors import MessageCodecError
 from rocketpy.common.message.decoder import decode_record, read_record
 from rocketpy.common.message.record import MessageRecord
+from rocketpy.store.mapped_file import MappedFile
 
 BLANK_MAGIC: Final = -875286124  # 0xCBD43194
 BLANK_SIZE: Final = 8
@@ -28,6 +29,19 @@ BLANK: Final = struct.Struct(">ii")
 def encode_blank(remaining: int) -> bytes:
     """The end-of-file marker for a file with ``remaining`` bytes left (section 1.1)."""
     return BLANK.pack(remaining, BLANK_MAGIC)
+
+
+def room_or_blank(mf: MappedFile, pos: int, size: int) -> bool | None:
+    """Whether a record of ``size`` bytes fits segment ``mf`` at ``pos``: True; False when it
+    never fits a segment; None after marking the rest of the segment blank (the marker needs
+    ``BLANK_SIZE`` bytes after the last record, ``END_FILE_MIN_BLANK_LENGTH``): roll."""
+    if size + BLANK_SIZE > mf.size:
+        return False
+    if size + BLANK_SIZE > mf.size - pos:
+        BLANK.pack_into(mf.buffer, pos, mf.size - pos, BLANK_MAGIC)
+        mf.wrote_position = mf.size
+        return None
+    return True
 
 
 class CheckStatus(enum.Enum):

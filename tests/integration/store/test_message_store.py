@@ -17,6 +17,7 @@ from rocketpy.common.message.record import (
     TRANSACTION_PREPARED_TYPE,
     encode_record,
 )
+from rocketpy.store.commit_log import commit_log as commit_log_module
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -445,6 +446,42 @@ async def test_message_store_reput_splits_a_hinted_batch_at_a_bound_inside_it(
             assert (unit.commit_log_offset, unit.size, unit.tags_code) == (
                 req.commit_log_offset, req.msg_size, req.tags_code,
             )  # fmt: skip
+        await store.stop()
+
+
+async def test_message_store_hints_stop_at_their_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1. Bound the hints to 1,000 commit-log bytes; stop the background reput; put 10 single
+    messages and 3 batches of 4 (each record about 150 bytes). 2. Dispatch.
+    Expected: the hints stop once they span 1,000 bytes (a batch's one counts its records'
+    bytes); every record is still dispatched once, in order, equal to the scanned record, and
+    the queue holds 22 units."""
+    monkeypatch.setattr(commit_log_module, "MAX_HINTED_BYTES", 1000)
+    async with asyncio.timeout(30):
+        store = MessageStore(_config(tmp_path))
+        seen = _record_dispatches(store)
+        await store.start()
+        await store.reput.stop(store._put_cq)
+        offsets = []
+        for i in range(10):
+            offsets.append((await store.put_message(_msg(i))).wrote_offset)
+        for n in range(3):
+            r = await store.put_batch(_batch(range(10 + 4 * n, 14 + 4 * n)))
+            assert r.status is PutMessageStatus.PUT_OK
+        hints = store.commit_log.dispatch_hints
+        first = hints[0].commit_log_offset
+        assert 0 < len(hints) < 10
+        assert all(h.commit_log_offset - first < 1000 for h in hints)
+        await store.reput.dispatch_available(store._put_cq)
+        assert len(seen) == 22
+        for req in seen:
+            assert read_request(store.commit_log.mfq, req.commit_log_offset, check_crc=True) == (
+                req, req.msg_size,
+            )  # fmt: skip
+        assert [r.commit_log_offset for r in seen[:10]] == offsets
+        assert store.max_offset_in_queue("TopicTest", 0) == 22
+        assert not hints
         await store.stop()
 
 
