@@ -56,6 +56,10 @@ class LeaderSide(Protocol):
     def get_peer_water_mark(self, term: int, peer: str) -> int:
         """``peer``'s watermark in ``term`` (-1: none)."""
 
+    def acked(self, index: int) -> bool:
+        """A follower's watermark in the current term rose to ``index``: whether the quorum
+        was checked now (else the ack checker must be woken)."""
+
 
 class EntryDispatcher:
     """Pushes the leader's log to one follower."""
@@ -264,7 +268,8 @@ class EntryDispatcher:
             last = resp.index + max(resp.count, 1) - 1
             self.pending.pop(resp.index, None)
             self.p.update_peer_water_mark(resp.term, self.peer, last)
-            self.p.ack_wakeup.set()
+            if resp.term != self.term or not self.p.acked(last):
+                self.p.ack_wakeup.set()
             self.wakeup.set()
         elif resp.code == DLedgerResponseCode.INCONSISTENT_STATE and resp.term == self.term:
             log.info("dledger push inconsistent, compare again", peer=self.peer, index=resp.index)

@@ -214,31 +214,27 @@ class PeerRpc:
         on_reply: Callable[[_R | None], None],
     ) -> Connection | None:
         """:meth:`invoke_raw` without a coroutine, over an open connection to the peer:
-        ``on_reply`` gets what :meth:`invoke_raw` would return, from the response's done
-        callback. Returns the connection the request went out on; None, with nothing sent,
-        when no connection is open (the caller awaits :meth:`invoke_raw`, which connects). The
-        leader's APPEND pushes: a task per push cost more than the push."""
+        ``on_reply`` gets what :meth:`invoke_raw` would return, from the read that brings the
+        response (``Connection.invoke_then``: no loop turn in between). Returns the
+        connection the request went out on; None, with nothing sent, when no connection is
+        open (the caller awaits :meth:`invoke_raw`, which connects). The leader's APPEND
+        pushes: a task per push cost more than the push."""
         conn = self.open_connection(remote_id)
         if conn is None:
             return None
         command = RemotingCommand.request(code, None, body)
+
+        def replied(reply: RemotingCommand | BaseException) -> None:
+            if isinstance(reply, BaseException):
+                log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(reply))
+                on_reply(None)
+                return
+            on_reply(_decoded(code, reply, kind))
+
         try:
-            fut = conn.invoke_future(command, self._timeout_s)
+            conn.invoke_then(command, self._timeout_s, replied)
         except RemotingError:
             return None
-
-        def replied(done: asyncio.Future[RemotingCommand]) -> None:
-            if done.cancelled():
-                on_reply(None)
-                return
-            error = done.exception()
-            if error is not None:
-                log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(error))
-                on_reply(None)
-                return
-            on_reply(_decoded(code, done.result(), kind))
-
-        fut.add_done_callback(replied)
         return conn
 
     def open_connection(self, remote_id: str) -> Connection | None:

@@ -58,6 +58,9 @@ from rocketpy.remoting.transport.dispatch import (
 
 log = structlog.get_logger(__name__)
 
+#: Told an :meth:`Connection.invoke_then` request's response, or why none came.
+ReplyHandler = Callable[[RemotingCommand | BaseException], None]
+
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 _COMPACT_AT: Final = 256 * 1024
 #: Frames queued before they are written without waiting for the end of the loop turn. One
@@ -89,6 +92,8 @@ class Connection(asyncio.Protocol):
         self._pos = 0
         self._need = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        #: opaque -> the handler of an :meth:`invoke_then` request (its future has no waiter).
+        self._on_reply: dict[int, ReplyHandler] = {}
         #: (deadline, future, timeout, code, opaque) of invoke()s in non-decreasing deadline
         #: order.
         self._deadlines: deque[tuple[float, asyncio.Future[RemotingCommand], float, int, int]] = (
@@ -193,15 +198,39 @@ class Connection(asyncio.Protocol):
         self.send_response(request)
         return fut
 
+    def invoke_then(
+        self, request: RemotingCommand, timeout_s: float, on_reply: ReplyHandler
+    ) -> None:
+        """:meth:`invoke_future` answered through ``on_reply``, called once: with the response,
+        from the read that brings it (a future's done callback would run a loop turn later,
+        after the next poll's reads), or with :class:`RequestTimeout` /
+        :class:`ConnectionClosed`. A DLedger leader's pushes: their answers commit sends.
+
+        Raises:
+            ConnectionClosed: the connection is closed (``on_reply`` is never called).
+        """
+        self.invoke_future(request, timeout_s)
+        self._on_reply[request.opaque] = on_reply
+
+    def _reply_to(self, on_reply: ReplyHandler, reply: RemotingCommand | BaseException) -> None:
+        try:
+            on_reply(reply)
+        except Exception:  # the read goes on: a handler's bug must not kill the connection
+            log.exception("response handler failed", peer=self._peer)
+
     def _expire(
         self, fut: asyncio.Future[RemotingCommand], timeout_s: float, code: int, opaque: int
     ) -> None:
         if not fut.done():
-            fut.set_exception(
-                RequestTimeout(
-                    f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
-                )
+            err = RequestTimeout(
+                f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
             )
+            on_reply = self._on_reply.pop(opaque, None) if self._on_reply else None
+            if on_reply is None:
+                fut.set_exception(err)
+            else:  # nobody awaits it: cancelled, not failed (no unretrieved exception)
+                fut.cancel()
+                self._reply_to(on_reply, err)
         if self._pending.get(opaque) is fut:
             del self._pending[opaque]
 
@@ -387,6 +416,10 @@ class Connection(asyncio.Protocol):
             )
         elif not fut.done():
             fut.set_result(cmd)
+            if self._on_reply:
+                on_reply = self._on_reply.pop(cmd.opaque, None)
+                if on_reply is not None:
+                    self._reply_to(on_reply, cmd)
 
     def _on_command(self, cmd: RemotingCommand) -> None:
         if cmd.flag & RPC_TYPE_RESPONSE:
@@ -498,11 +531,18 @@ class Connection(asyncio.Protocol):
         self._deadlines.clear()
         pending = self._pending
         self._pending = {}
-        for fut in pending.values():
+        handlers = self._on_reply
+        self._on_reply = {}
+        for opaque, fut in pending.items():
             if not fut.done():
                 err = ConnectionClosed(f"connection to {self._peer} closed")
                 err.__cause__ = cause
-                fut.set_exception(err)
+                on_reply = handlers.get(opaque)
+                if on_reply is None:
+                    fut.set_exception(err)
+                else:
+                    fut.cancel()
+                    self._reply_to(on_reply, err)
 
 
-__all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection"]
+__all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection", "ReplyHandler"]
