@@ -75,6 +75,8 @@ class EntryDispatcher:
         #: first index -> (send time, count, the connection it went out on, None when it went
         #: through a dial): one entry per key unless batch push.
         self.pending: dict[int, tuple[int, int, Connection | None]] = {}
+        #: The connection this pass queued pushes on, written at its end.
+        self._unflushed: Connection | None = None
         #: the JSON fragments of the entries from ``batch_first`` not pushed yet (batch push).
         self.batch: list[str] = []
         self.batch_first = -1
@@ -153,6 +155,14 @@ class EntryDispatcher:
     # -- APPEND ---------------------------------------------------------------------------
 
     def _do_append(self) -> None:
+        try:
+            self._append_pushes()
+        finally:
+            conn, self._unflushed = self._unflushed, None
+            if conn is not None:
+                conn.flush()
+
+    def _append_pushes(self) -> None:
         store = self.p.store
         batch = self.p.config.enable_batch_push
         fragments = self.p.fragments
@@ -253,6 +263,7 @@ class EntryDispatcher:
             DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse, self._on_append_reply
         )
         self.pending[first] = (self._now(), len(fragments), conn)
+        self._unflushed = conn  # written once this pass is done (_do_append)
         if conn is None:
             self._tasks.spawn(self._push_append(body))
 

@@ -489,6 +489,12 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._write_out()
 
+    def flush(self) -> None:
+        """Write what is queued now, not at the end of the loop turn. For a caller that
+        queued a burst of requests from a task: the scheduled flush would run a turn later,
+        after the next poll's reads (a DLedger leader's pushes, on every send's way)."""
+        self._write_out()
+
     def _write_out(self) -> None:
         if not self._out or self._transport is None or self._transport.is_closing():
             self._out.clear()
