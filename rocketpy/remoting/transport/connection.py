@@ -46,11 +46,14 @@ from rocketpy.remoting.protocol.frame import (
     read_length,
 )
 from rocketpy.remoting.transport.dispatch import (
+    Deferred,
+    DeferredAnswer,
     ProcessorRegistry,
     RequestContext,
     RunProcessor,
     Settled,
     answer_of,
+    deferred_answer,
     dispatch,
     dispatch_nowait,
     dispatch_run,
@@ -114,6 +117,8 @@ class Connection(asyncio.Protocol):
         self._tasks = TaskSet(f"{name}/request")
         #: Requests answered from a future's done callback (dispatch_nowait), in flight.
         self._answers: set[asyncio.Future[RemotingCommand | bytes | None]] = set()
+        #: Requests answered by a Deferred's settle (dispatch_nowait), in flight.
+        self._deferred: set[Deferred] = set()
         self._ctx = RequestContext(channel=self)
         self._peer = "?"
         self.last_active = time.monotonic()
@@ -134,7 +139,7 @@ class Connection(asyncio.Protocol):
     @property
     def inflight(self) -> int:
         """Requests from the peer being processed now."""
-        return len(self._tasks) + len(self._answers)
+        return len(self._tasks) + len(self._answers) + len(self._deferred)
 
     def send_response(self, response: RemotingCommand) -> None:
         """Queue any command for writing; silently dropped once the connection is closed."""
@@ -280,6 +285,9 @@ class Connection(asyncio.Protocol):
         """Cancel requests still in flight (shutdown)."""
         for answer in list(self._answers):
             answer.cancel()
+        for deferred in list(self._deferred):
+            deferred.cancel()
+        self._deferred.clear()
         await self._tasks.cancel_all()
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
@@ -434,7 +442,7 @@ class Connection(asyncio.Protocol):
                     )
                 )
             return
-        if len(self._tasks) + len(self._answers) >= self._max_inflight:
+        if self.inflight >= self._max_inflight:
             if not cmd.is_oneway:
                 self.send_response(cmd.make_response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
             return
@@ -458,6 +466,10 @@ class Connection(asyncio.Protocol):
             # Done but for an acknowledgement: answered from its callback, no task.
             self._answers.add(result)
             result.add_done_callback(functools.partial(self._answer_done, cmd))
+        elif isinstance(result, Deferred):
+            # The same, answered from the settling call itself.
+            self._deferred.add(result)
+            result.then(functools.partial(self._deferred_done, cmd, result))
         else:
             self._tasks.spawn(self._finish(result))
 
@@ -468,6 +480,17 @@ class Connection(asyncio.Protocol):
         if answer.cancelled():
             return
         response = answer_of(self._ctx, cmd, answer)
+        if isinstance(response, bytes):
+            if not self._closed:
+                self._send_frame(response)
+        elif response is not None:
+            self.send_response(response)
+
+    def _deferred_done(
+        self, cmd: RemotingCommand, deferred: Deferred, answer: DeferredAnswer
+    ) -> None:
+        self._deferred.discard(deferred)
+        response = deferred_answer(self._ctx, cmd, answer)
         if isinstance(response, bytes):
             if not self._closed:
                 self._send_frame(response)
