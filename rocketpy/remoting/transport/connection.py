@@ -8,7 +8,10 @@ opaque, and coalesces writes (the answers to one read in one ``write`` at its en
 few frames or at the end of the loop turn). A request
 whose processor has a synchronous form (``ProcessorRegistry.lookup_nowait``) is answered straight
 from ``data_received`` without a task; the requests of one read are decoded first, and a run of
-consecutive requests of a code with a run form (``lookup_run``) goes to it in one call.
+consecutive requests of a code with a run form (``lookup_run``) goes to it in one call. A
+processor's answer given later is written from its future's done callback, or, for a
+``Deferred``, from the call that settles it; ``invoke_then`` hands a response to its handler
+from the read that brings it.
 Implements the :class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the
 per-channel parts of ``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand)
 and ``NettyDecoder``.
