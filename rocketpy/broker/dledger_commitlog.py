@@ -79,14 +79,15 @@ def answer_status(code: int) -> PutMessageStatus:
 
 class _Answers:
     """The quorum's answers to one send's entries (``appendAsLeader``'s futures, joined):
-    ``future`` gets the send's :class:`PutResult` once every appended entry is answered --
-    PUT_OK, else the first entry's failure. Answers may come before :meth:`expect` (a group
-    of one answers during the append)."""
+    ``on_result`` gets the send's :class:`PutResult`, once, when every appended entry is
+    answered -- PUT_OK, else the first entry's failure. Answers may come before :meth:`expect`
+    (a group of one answers during the append)."""
 
-    __slots__ = ("codes", "future", "left", "result")
+    __slots__ = ("codes", "done", "left", "on_result", "result")
 
-    def __init__(self, future: asyncio.Future[PutResult]) -> None:
-        self.future = future
+    def __init__(self, on_result: Callable[[PutResult], None]) -> None:
+        self.on_result = on_result
+        self.done = False
         self.result: PutResult | None = None
         self.left = 0  # answers still missing once expect() told how many (negative before)
         self.codes: dict[int, int] = {}  # entry -> code, only the failures
@@ -114,14 +115,20 @@ class _Answers:
 
     def _settle(self) -> None:
         result = self.result
-        if result is None or self.left or self.future.done():
+        if result is None or self.left or self.done:
             return
+        self.done = True
         if self.codes:
             first = min(self.codes)
             result.status = answer_status(self.codes[first])
             log.warning("dledger append not committed", status=result.status.value,
                         first_entry=first, entries=len(self.codes))  # fmt: skip
-        self.future.set_result(result)
+        self.on_result(result)
+
+
+def _settle(future: asyncio.Future[PutResult], result: PutResult) -> None:
+    if not future.done():
+        future.set_result(result)
 
 
 class DLedgerCommitLog(CommitLog):
@@ -268,12 +275,23 @@ class DLedgerCommitLog(CommitLog):
         result once the quorum answered every entry (PUT_OK, else the first entry's failure).
         No coroutine, no timer and no future per entry: the member answers every append
         within ``maxWaitAckTimeMs`` (502), at a term change (501) or at its shutdown (500)."""
+        loop = self._loop or asyncio.get_running_loop()
+        future: asyncio.Future[PutResult] = loop.create_future()
+        appended = self.put_then(what, functools.partial(_settle, future))
+        return appended if isinstance(appended, PutResult) else future
+
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        """:meth:`put_soon` answered through ``on_result``, called once from the quorum
+        check that commits the last entry (in the read of the push answer that moved the
+        quorum), or from an append refused after the first entry: the send's answer is
+        queued there, not from a future's done callback a loop turn later. Returns the
+        refusal (``on_result`` never called) or True."""
         if not self.writable or self.disk_full:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        loop = self._loop or asyncio.get_running_loop()
-        answers = _Answers(loop.create_future())
-        refused = self._append(what, answers)
-        return refused if refused is not None else answers.future
+        refused = self._append(what, _Answers(on_result))
+        return refused if refused is not None else True
 
     def _append(self, what: MessageToStore | MessageBatch, answers: _Answers) -> PutResult | None:
         """Encode, take queue offsets and append every entry, with no await in between (the

@@ -30,6 +30,7 @@ from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.dispatch import (
+    Deferred,
     NowaitProcessor,
     NowaitResult,
     Processor,
@@ -209,7 +210,7 @@ def gated_nowait(
         if result is None or isinstance(result, RemotingCommand | bytes):
             gate.release()
             return result
-        if isinstance(result, asyncio.Future):
+        if isinstance(result, asyncio.Future | Deferred):
             # Its work is done but for an acknowledgement (dispatch.py): the slot goes back
             # now, as release_slot_early gives it back before a wait for replicas.
             gate.release()

@@ -234,6 +234,18 @@ class MessageStoreAdapter:
         """The run of :meth:`nowait_appender` ended: wake what waits for new records."""
         self.store.commit_log.appended()
 
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        """:meth:`put_soon` answered through ``on_result`` (a DLedger send's SEND_OK written
+        from the quorum check itself, not a future's callback a loop turn later)."""
+        if self.auto_ha is not None or self.ha is not None:
+            return False
+        refused = self._refusal()
+        if refused is not None:
+            return PutResult(status=refused)
+        return self.store.put_then(what, on_result)
+
     def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
         """:meth:`put_message`/:meth:`put_batch` appended now and acknowledged later, with no
         coroutine (a DLedger log's quorum): the refusal, or the future of the result; None --

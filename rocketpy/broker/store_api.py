@@ -124,6 +124,14 @@ class BrokerStore(Protocol):
         """:meth:`put_batch` when it needs no await, as :meth:`put_message_nowait`."""
         ...
 
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        """:meth:`put_soon` answered through ``on_result`` (called once, maybe before this
+        returns) rather than a future: the refusal, True once appended, False with nothing
+        written when the caller must await the put."""
+        ...
+
     def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
         """A put that :meth:`put_message_nowait` left (None) appended now with no coroutine:
         the refusal, or the future of the result when only an acknowledgement is pending (a

@@ -387,6 +387,12 @@ class MessageStore:
         ``appended`` as for :meth:`put_message`."""
         return self.commit_log.put_batch(batch, appended)
 
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        """:meth:`CommitLog.put_then <rocketpy.store.commit_log.commit_log.CommitLog.put_then>`."""
+        return self.commit_log.put_then(what, on_result)
+
     def put_soon(
         self, what: MessageToStore | MessageBatch
     ) -> PutResult | asyncio.Future[PutResult] | None:

@@ -1,45 +1,41 @@
-"""A send answered from its put's future, with no coroutine (DLedger mode's quorum wait).
+"""A send answered once its put is acknowledged, with no coroutine and no future (DLedger
+mode's quorum wait).
 
-Owns: :func:`answer_when_put`, which turns the future of a :class:`PutResult` (the store's
-``put_soon``: appended now, acknowledged later) into the future of the send's response, which the
-connection answers from a done callback (``remoting/transport/dispatch.py``). Upstream's
+Owns: :func:`answer_when_put`, which makes the :class:`Deferred` a send's processor returns and
+the ``on_result`` its store put (``put_then``) calls with the :class:`PutResult`: the response
+is built and handed to the connection in that call, which the DLedger leader makes from the
+quorum check in the read of the push answer that committed the entry. Upstream's
 ``asyncPutMessage`` does the same with ``CompletableFuture.thenApply``. Must not: wait, or know
 what the response holds (the caller's ``answer`` builds it).
+
+Why not a future: a future's done callback runs a loop turn later, and one scheduled from the
+ready queue only after the next poll's reads; the put's future and the response's future cost a
+send two such turns between its quorum and its SEND_OK.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.dispatch import AnswerFuture
+from rocketpy.remoting.transport.dispatch import Deferred
 from rocketpy.store.commit_log.put_types import PutResult
 
 
 def answer_when_put(
-    put: asyncio.Future[PutResult],
     answer: Callable[[PutResult], RemotingCommand | bytes],
     on_answered: Callable[[], None],
-) -> AnswerFuture:
-    """The future of ``answer(result)`` (the response, or its frame) once ``put`` has its
-    result; ``on_answered`` runs then (the send-latency record). A failed ``put`` (or ``answer``)
-    fails the response future, which the dispatcher maps to an error response; a cancelled one
-    cancels it."""
-    # put's own loop: asyncio.get_running_loop() costs a getpid() system call per send.
-    response: AnswerFuture = put.get_loop().create_future()
+) -> tuple[Deferred, Callable[[PutResult], None]]:
+    """The response's :class:`Deferred` and the ``on_result`` to give the put: it settles the
+    Deferred with ``answer(result)`` (or the error ``answer`` raised, which the connection maps
+    to an error response), then runs ``on_answered`` (the send-latency record)."""
+    deferred = Deferred()
 
-    def settled(done: asyncio.Future[PutResult]) -> None:
-        if response.done():
-            return
-        if done.cancelled():
-            response.cancel()
-            return
+    def on_result(result: PutResult) -> None:
         try:
-            response.set_result(answer(done.result()))
-        except Exception as e:  # noqa: BLE001 - the dispatcher maps it to a response
-            response.set_exception(e)
+            deferred.settle(answer(result))
+        except Exception as e:  # noqa: BLE001 - the connection maps it to a response
+            deferred.settle(e)
         on_answered()
 
-    put.add_done_callback(settled)
-    return response
+    return deferred, on_result

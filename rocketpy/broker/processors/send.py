@@ -57,7 +57,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame
 from rocketpy.remoting.protocol.headers.broker import SendMessageRequestHeader, decode_send_header
 from rocketpy.remoting.transport.dispatch import (
-    AnswerFuture,
+    Deferred,
     NowaitProcessor,
     NowaitResult,
     Processor,
@@ -78,9 +78,9 @@ REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control f
 _Put = Callable[[MessageToStore], PutResult | None]
 
 
-#: A send's answer: at once (a command or its frame), a coroutine, or a future answered once
+#: A send's answer: at once (a command or its frame), a coroutine, or a Deferred settled once
 #: the store's replicas acknowledged (DLedger's quorum).
-_Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | AnswerFuture
+_Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | Deferred
 
 
 class _Lane(enum.Enum):
@@ -187,7 +187,13 @@ class SendMessageProcessor:
         """``processRequest`` for the three send codes; records the request's latency (decode to
         response, rejected sends included) in the send-latency histogram."""
         pending = self.send_message_nowait(ctx, request)
-        result = pending if isinstance(pending, _ANSWERS) else await pending
+        result: RemotingCommand | bytes | None
+        if isinstance(pending, _ANSWERS):
+            result = pending
+        elif isinstance(pending, Deferred):
+            result = await pending.wait()
+        else:
+            result = await pending
         if isinstance(result, bytes):  # the answer's frame
             return decode_frame(memoryview(result)[4:])
         return result
@@ -336,13 +342,17 @@ class SendMessageProcessor:
         started: float,
     ) -> _Answer:
         """The answer to a put the store could not make at once: appended now with its
-        acknowledgement pending (``put_soon``: a future, no coroutine), else ``slow()``."""
-        result = self._rt.store.put_soon(what)
-        if result is None:
+        acknowledgement pending (``put_then``: answered from the call that settles it, no
+        coroutine, no future), else ``slow()``."""
+        deferred, on_result = answer_when_put(
+            answer, functools.partial(self._record_latency, started)
+        )
+        result = self._rt.store.put_then(what, on_result)
+        if result is False:
             return self._timed(slow(), started)
         if isinstance(result, PutResult):
             return answer(result)
-        return answer_when_put(result, answer, functools.partial(self._record_latency, started))
+        return deferred
 
     def _decoded_route(
         self,

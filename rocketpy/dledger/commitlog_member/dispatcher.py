@@ -56,6 +56,10 @@ class LeaderSide(Protocol):
     def get_peer_water_mark(self, term: int, peer: str) -> int:
         """``peer``'s watermark in ``term`` (-1: none)."""
 
+    def acked(self, index: int) -> bool:
+        """A follower's watermark in the current term rose to ``index``: whether the quorum
+        was checked now (else the ack checker must be woken)."""
+
 
 class EntryDispatcher:
     """Pushes the leader's log to one follower."""
@@ -71,6 +75,8 @@ class EntryDispatcher:
         #: first index -> (send time, count, the connection it went out on, None when it went
         #: through a dial): one entry per key unless batch push.
         self.pending: dict[int, tuple[int, int, Connection | None]] = {}
+        #: The connection this pass queued pushes on, written at its end.
+        self._unflushed: Connection | None = None
         #: the JSON fragments of the entries from ``batch_first`` not pushed yet (batch push).
         self.batch: list[str] = []
         self.batch_first = -1
@@ -149,6 +155,14 @@ class EntryDispatcher:
     # -- APPEND ---------------------------------------------------------------------------
 
     def _do_append(self) -> None:
+        try:
+            self._append_pushes()
+        finally:
+            conn, self._unflushed = self._unflushed, None
+            if conn is not None:
+                conn.flush()
+
+    def _append_pushes(self) -> None:
         store = self.p.store
         batch = self.p.config.enable_batch_push
         fragments = self.p.fragments
@@ -249,6 +263,7 @@ class EntryDispatcher:
             DLedgerRequestCode.PUSH, self.peer, body, PushEntryResponse, self._on_append_reply
         )
         self.pending[first] = (self._now(), len(fragments), conn)
+        self._unflushed = conn  # written once this pass is done (_do_append)
         if conn is None:
             self._tasks.spawn(self._push_append(body))
 
@@ -264,7 +279,8 @@ class EntryDispatcher:
             last = resp.index + max(resp.count, 1) - 1
             self.pending.pop(resp.index, None)
             self.p.update_peer_water_mark(resp.term, self.peer, last)
-            self.p.ack_wakeup.set()
+            if resp.term != self.term or not self.p.acked(last):
+                self.p.ack_wakeup.set()
             self.wakeup.set()
         elif resp.code == DLedgerResponseCode.INCONSISTENT_STATE and resp.term == self.term:
             log.info("dledger push inconsistent, compare again", peer=self.peer, index=resp.index)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Final
 
@@ -89,6 +89,8 @@ class EntryHandler:
         #: while the leader's wait for its answer timed out): answered without the 1 s wait.
         self._applied_parked = False
         self._verified_for: tuple[int, str | None] = (-1, None)
+        #: The loop is awaiting a COMPARE/TRUNCATE: pushes that arrive meanwhile wait for it.
+        self._in_control = False
         self._verified_end = -1
         #: APPEND pushes applied, single and batch (statistics).
         self.applied_single = 0
@@ -117,8 +119,10 @@ class EntryHandler:
             end_index=self.store.ledger_end_index,
         )
 
-    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
-        """``handlePush``: park or queue ``request``; the returned future is its answer."""
+    def handle_push(self, request: PushEntryRequest) -> asyncio.Future[PushEntryResponse]:
+        """``handlePush``: park or queue ``request``; the returned future is its answer. An
+        APPEND that follows this log's end while no COMPARE/TRUNCATE/COMMIT is queued or
+        running is applied at once: its future is done on return."""
         fut: asyncio.Future[PushEntryResponse] = asyncio.get_running_loop().create_future()
         item: _Parked = (request, fut, self.clock.monotonic_ms())
         if request.type is PushType.APPEND:
@@ -129,6 +133,18 @@ class EntryHandler:
             if first in self.writes:
                 log.warning("dledger repeated push", index=first)
                 fut.set_result(self._response(request, DLedgerResponseCode.REPEATED_PUSH))
+                return fut
+            if (
+                first == self.store.ledger_end_index + 1
+                and not self.controls
+                and not self._in_control
+                and self.state.is_follower
+            ):
+                # Next in line, nothing queued before it: applied now, as the handler's loop
+                # would a turn later (the answer goes out with this read's, no task waits).
+                fut.set_result(self._append(request))
+                if self.writes:  # parked pushes after it may follow on now
+                    self.wakeup.set()
                 return fut
             self.writes[first] = item
             if request.last_entry_index <= self.store.ledger_end_index:
@@ -166,7 +182,11 @@ class EntryHandler:
         while self.state.is_follower:
             if self.controls:
                 request, fut, _ = self.controls.popleft()
-                response = await self._control(request)
+                self._in_control = True
+                try:
+                    response = await self._control(request)
+                finally:
+                    self._in_control = False
                 if not fut.done():
                     fut.set_result(response)
                 continue

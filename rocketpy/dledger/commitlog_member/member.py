@@ -29,7 +29,7 @@ from rocketpy.common.clock import Clock, SystemClock
 from rocketpy.dledger.commitlog_member.clean_space import CleanSpaceService
 from rocketpy.dledger.commitlog_member.config import DLedgerMemberConfig
 from rocketpy.dledger.commitlog_member.elector import LeaderElector, RoleChangeHandler
-from rocketpy.dledger.commitlog_member.entry_handler import EntryHandler
+from rocketpy.dledger.commitlog_member.entry_handler import MAX_CONTROL_REQUESTS, EntryHandler
 from rocketpy.dledger.commitlog_member.protocol import (
     AppendEntryRequest,
     AppendEntryResponse,
@@ -145,6 +145,12 @@ class DLedgerMember:
             address=config.self_address,
             peers=config.peer_map,
             rpc_timeout_ms=config.rpc_timeout_ms,
+            # A leader keeps up to maxPendingSize APPEND pushes (and their resends) in flight,
+            # plus control pushes the handler bounds itself (421): the transport's SYSTEM_BUSY
+            # must never answer one. A push answered so is dropped by the leader and resent only
+            # after maxPushTimeOutMs, and every push after it waits in the gap: a follower that
+            # fell ~1000 pushes behind once stayed there, answering a push a round trip.
+            max_inflight_per_connection=2 * config.max_pending_size + MAX_CONTROL_REQUESTS,
         )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"dledger-{config.self_id}-io")
         #: Retention and the disk-full flag; the broker sets ``keep_from`` and listens.
@@ -481,7 +487,7 @@ class DLedgerMember:
             fut: asyncio.Future[PushEntryResponse] = asyncio.get_running_loop().create_future()
             fut.set_result(_error(request, PushEntryResponse, code, self.state.leader_id))  # type: ignore[arg-type]
             return fut
-        return self.handler.handle_push(request)  # type: ignore[return-value]
+        return self.handler.handle_push(request)
 
     async def handle_leadership_transfer(
         self, request: LeadershipTransferRequest

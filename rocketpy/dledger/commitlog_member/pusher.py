@@ -130,6 +130,23 @@ class LeaderPusher:
     def get_peer_water_mark(self, term: int, peer: str) -> int:
         return self._water_marks(term).get(peer, -1)
 
+    def acked(self, index: int) -> bool:
+        """A push answer raised a follower's watermark in the current term to ``index``.
+        When that can move the quorum index, the quorum is checked now, in the read that
+        brought the answer, so the sends it commits are answered in this loop turn rather
+        than the ack checker's next one (two loop turns, each after a poll's reads, on every
+        send's way). True once checked; False: the ack checker is to be woken."""
+        if not self.state.is_leader or self.state.curr_term != self._checker_term:
+            return False
+        if index <= self._last_quorum_index:
+            return True  # moves nothing: the checker has nothing to answer for it either
+        try:
+            self._check_quorum()
+        except Exception:  # as in the checker's loop: it must go on answering
+            log.exception("dledger quorum ack check failed", self_id=self._self_id)
+            return False
+        return True
+
     def is_pending_full(self, term: int) -> bool:
         pending = self.pending_by_term.get(term)
         return pending is not None and len(pending) > self.config.max_pending_requests_num

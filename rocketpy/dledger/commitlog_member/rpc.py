@@ -14,6 +14,7 @@ INSTALL_SNAPSHOT (51006, 0.4 only) is not registered.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -44,7 +45,12 @@ from rocketpy.dledger.transport import DLedgerRequestCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.connection import Connection
-from rocketpy.remoting.transport.dispatch import ProcessorRegistry, RequestContext
+from rocketpy.remoting.transport.dispatch import (
+    AnswerFuture,
+    NowaitResult,
+    ProcessorRegistry,
+    RequestContext,
+)
 from rocketpy.remoting.transport.server import RemotingServer
 
 log = structlog.get_logger(__name__)
@@ -64,8 +70,9 @@ class PeerHandler(Protocol):
         self, request: LeadershipTransferRequest
     ) -> LeadershipTransferResponse: ...
 
-    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse]:
-        """Registers the push synchronously (arrival order) and returns its answer to await."""
+    def handle_push(self, request: PushEntryRequest) -> asyncio.Future[PushEntryResponse]:
+        """Registers the push synchronously (arrival order) and returns the future of its
+        answer (done already when the push was applied at once)."""
         ...
 
 
@@ -73,15 +80,27 @@ class PeerRpc:
     """Server and client of one member's peer port."""
 
     def __init__(
-        self, *, self_id: str, address: str, peers: dict[str, str], rpc_timeout_ms: int
+        self,
+        *,
+        self_id: str,
+        address: str,
+        peers: dict[str, str],
+        rpc_timeout_ms: int,
+        max_inflight_per_connection: int = 1024,
     ) -> None:
+        """``max_inflight_per_connection``: requests of one peer connection in progress before
+        the transport answers SYSTEM_BUSY (a leader's push window must fit under it)."""
         self._self_id = self_id
         self._peers = peers
         self._timeout_s = rpc_timeout_ms / 1000
         host, _, port = address.rpartition(":")
         self._registry = ProcessorRegistry()
         self._server = RemotingServer(
-            self._registry, host=host, port=int(port), name=f"dledger-{self_id}/peer"
+            self._registry,
+            host=host,
+            port=int(port),
+            name=f"dledger-{self_id}/peer",
+            max_inflight_per_connection=max_inflight_per_connection,
         )
         self._client = RemotingClient(
             connect_timeout_s=min(1.0, self._timeout_s), name=f"dledger-{self_id}/client"
@@ -109,14 +128,20 @@ class PeerRpc:
 
         self._registry.register(DLedgerRequestCode.PULL, pull)
 
-        def push_nowait(
-            ctx: RequestContext, request: RemotingCommand
-        ) -> Awaitable[RemotingCommand | None]:
+        def push_nowait(ctx: RequestContext, request: RemotingCommand) -> NowaitResult:
+            # No task per push: answered now when applied at once, else from the answer's
+            # done callback (a follower with 1000 pushes in flight held 1000 tasks).
             answer = handler.handle_push(decode_body(request.body or b"", PushEntryRequest))
-            return _respond(request, answer)
+            if answer.done():
+                return _push_response(request, answer)
+            response: AnswerFuture = answer.get_loop().create_future()
+            answer.add_done_callback(functools.partial(_settle_push, request, response))
+            return response
 
         async def push(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-            return await push_nowait(ctx, request)
+            answer = handler.handle_push(decode_body(request.body or b"", PushEntryRequest))
+            await answer
+            return _push_response(request, answer)
 
         self._registry.register(DLedgerRequestCode.PUSH, push, nowait=push_nowait)
 
@@ -189,31 +214,27 @@ class PeerRpc:
         on_reply: Callable[[_R | None], None],
     ) -> Connection | None:
         """:meth:`invoke_raw` without a coroutine, over an open connection to the peer:
-        ``on_reply`` gets what :meth:`invoke_raw` would return, from the response's done
-        callback. Returns the connection the request went out on; None, with nothing sent,
-        when no connection is open (the caller awaits :meth:`invoke_raw`, which connects). The
-        leader's APPEND pushes: a task per push cost more than the push."""
+        ``on_reply`` gets what :meth:`invoke_raw` would return, from the read that brings the
+        response (``Connection.invoke_then``: no loop turn in between). Returns the
+        connection the request went out on; None, with nothing sent, when no connection is
+        open (the caller awaits :meth:`invoke_raw`, which connects). The leader's APPEND
+        pushes: a task per push cost more than the push."""
         conn = self.open_connection(remote_id)
         if conn is None:
             return None
         command = RemotingCommand.request(code, None, body)
+
+        def replied(reply: RemotingCommand | BaseException) -> None:
+            if isinstance(reply, BaseException):
+                log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(reply))
+                on_reply(None)
+                return
+            on_reply(_decoded(code, reply, kind))
+
         try:
-            fut = conn.invoke_future(command, self._timeout_s)
+            conn.invoke_then(command, self._timeout_s, replied)
         except RemotingError:
             return None
-
-        def replied(done: asyncio.Future[RemotingCommand]) -> None:
-            if done.cancelled():
-                on_reply(None)
-                return
-            error = done.exception()
-            if error is not None:
-                log.debug("dledger rpc failed", code=int(code), peer=remote_id, error=str(error))
-                on_reply(None)
-                return
-            on_reply(_decoded(code, done.result(), kind))
-
-        fut.add_done_callback(replied)
         return conn
 
     def open_connection(self, remote_id: str) -> Connection | None:
@@ -234,8 +255,26 @@ def _decoded(code: DLedgerRequestCode, reply: RemotingCommand, kind: type[_R]) -
         return None
 
 
-async def _respond(
-    request: RemotingCommand, answer: Awaitable[PushEntryResponse]
-) -> RemotingCommand | None:
-    response = await answer
-    return request.make_response(200, body=encode_body(response))
+def _push_response(
+    request: RemotingCommand, answer: asyncio.Future[PushEntryResponse]
+) -> RemotingCommand:
+    """The response to push ``request`` from its done ``answer`` (a failed answer raises, and
+    the dispatcher maps the error to a response)."""
+    return request.make_response(200, body=encode_body(answer.result()))
+
+
+def _settle_push(
+    request: RemotingCommand,
+    response: AnswerFuture,
+    answer: asyncio.Future[PushEntryResponse],
+) -> None:
+    """Complete ``response`` from push ``request``'s ``answer`` (its done callback)."""
+    if response.done():
+        return
+    if answer.cancelled():  # the member stopped: nothing is written
+        response.cancel()
+        return
+    try:
+        response.set_result(_push_response(request, answer))
+    except Exception as e:  # noqa: BLE001 - the dispatcher maps it to a response
+        response.set_exception(e)

@@ -8,7 +8,10 @@ opaque, and coalesces writes (the answers to one read in one ``write`` at its en
 few frames or at the end of the loop turn). A request
 whose processor has a synchronous form (``ProcessorRegistry.lookup_nowait``) is answered straight
 from ``data_received`` without a task; the requests of one read are decoded first, and a run of
-consecutive requests of a code with a run form (``lookup_run``) goes to it in one call.
+consecutive requests of a code with a run form (``lookup_run``) goes to it in one call. A
+processor's answer given later is written from its future's done callback, or, for a
+``Deferred``, from the call that settles it; ``invoke_then`` hands a response to its handler
+from the read that brings it.
 Implements the :class:`~rocketpy.remoting.transport.dispatch.Channel` protocol. Mirrors the
 per-channel parts of ``NettyRemotingAbstract`` (processRequestCommand / processResponseCommand)
 and ``NettyDecoder``.
@@ -46,17 +49,23 @@ from rocketpy.remoting.protocol.frame import (
     read_length,
 )
 from rocketpy.remoting.transport.dispatch import (
+    Deferred,
+    DeferredAnswer,
     ProcessorRegistry,
     RequestContext,
     RunProcessor,
     Settled,
     answer_of,
+    deferred_answer,
     dispatch,
     dispatch_nowait,
     dispatch_run,
 )
 
 log = structlog.get_logger(__name__)
+
+#: Told an :meth:`Connection.invoke_then` request's response, or why none came.
+ReplyHandler = Callable[[RemotingCommand | BaseException], None]
 
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 _COMPACT_AT: Final = 256 * 1024
@@ -89,6 +98,8 @@ class Connection(asyncio.Protocol):
         self._pos = 0
         self._need = 0
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        #: opaque -> the handler of an :meth:`invoke_then` request (its future has no waiter).
+        self._on_reply: dict[int, ReplyHandler] = {}
         #: (deadline, future, timeout, code, opaque) of invoke()s in non-decreasing deadline
         #: order.
         self._deadlines: deque[tuple[float, asyncio.Future[RemotingCommand], float, int, int]] = (
@@ -109,6 +120,8 @@ class Connection(asyncio.Protocol):
         self._tasks = TaskSet(f"{name}/request")
         #: Requests answered from a future's done callback (dispatch_nowait), in flight.
         self._answers: set[asyncio.Future[RemotingCommand | bytes | None]] = set()
+        #: Requests answered by a Deferred's settle (dispatch_nowait), in flight.
+        self._deferred: set[Deferred] = set()
         self._ctx = RequestContext(channel=self)
         self._peer = "?"
         self.last_active = time.monotonic()
@@ -129,7 +142,7 @@ class Connection(asyncio.Protocol):
     @property
     def inflight(self) -> int:
         """Requests from the peer being processed now."""
-        return len(self._tasks) + len(self._answers)
+        return len(self._tasks) + len(self._answers) + len(self._deferred)
 
     def send_response(self, response: RemotingCommand) -> None:
         """Queue any command for writing; silently dropped once the connection is closed."""
@@ -193,15 +206,39 @@ class Connection(asyncio.Protocol):
         self.send_response(request)
         return fut
 
+    def invoke_then(
+        self, request: RemotingCommand, timeout_s: float, on_reply: ReplyHandler
+    ) -> None:
+        """:meth:`invoke_future` answered through ``on_reply``, called once: with the response,
+        from the read that brings it (a future's done callback would run a loop turn later,
+        after the next poll's reads), or with :class:`RequestTimeout` /
+        :class:`ConnectionClosed`. A DLedger leader's pushes: their answers commit sends.
+
+        Raises:
+            ConnectionClosed: the connection is closed (``on_reply`` is never called).
+        """
+        self.invoke_future(request, timeout_s)
+        self._on_reply[request.opaque] = on_reply
+
+    def _reply_to(self, on_reply: ReplyHandler, reply: RemotingCommand | BaseException) -> None:
+        try:
+            on_reply(reply)
+        except Exception:  # the read goes on: a handler's bug must not kill the connection
+            log.exception("response handler failed", peer=self._peer)
+
     def _expire(
         self, fut: asyncio.Future[RemotingCommand], timeout_s: float, code: int, opaque: int
     ) -> None:
         if not fut.done():
-            fut.set_exception(
-                RequestTimeout(
-                    f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
-                )
+            err = RequestTimeout(
+                f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
             )
+            on_reply = self._on_reply.pop(opaque, None) if self._on_reply else None
+            if on_reply is None:
+                fut.set_exception(err)
+            else:  # nobody awaits it: cancelled, not failed (no unretrieved exception)
+                fut.cancel()
+                self._reply_to(on_reply, err)
         if self._pending.get(opaque) is fut:
             del self._pending[opaque]
 
@@ -251,6 +288,9 @@ class Connection(asyncio.Protocol):
         """Cancel requests still in flight (shutdown)."""
         for answer in list(self._answers):
             answer.cancel()
+        for deferred in list(self._deferred):
+            deferred.cancel()
+        self._deferred.clear()
         await self._tasks.cancel_all()
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
@@ -387,6 +427,10 @@ class Connection(asyncio.Protocol):
             )
         elif not fut.done():
             fut.set_result(cmd)
+            if self._on_reply:
+                on_reply = self._on_reply.pop(cmd.opaque, None)
+                if on_reply is not None:
+                    self._reply_to(on_reply, cmd)
 
     def _on_command(self, cmd: RemotingCommand) -> None:
         if cmd.flag & RPC_TYPE_RESPONSE:
@@ -401,7 +445,7 @@ class Connection(asyncio.Protocol):
                     )
                 )
             return
-        if len(self._tasks) + len(self._answers) >= self._max_inflight:
+        if self.inflight >= self._max_inflight:
             if not cmd.is_oneway:
                 self.send_response(cmd.make_response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
             return
@@ -425,6 +469,10 @@ class Connection(asyncio.Protocol):
             # Done but for an acknowledgement: answered from its callback, no task.
             self._answers.add(result)
             result.add_done_callback(functools.partial(self._answer_done, cmd))
+        elif isinstance(result, Deferred):
+            # The same, answered from the settling call itself.
+            self._deferred.add(result)
+            result.then(functools.partial(self._deferred_done, cmd, result))
         else:
             self._tasks.spawn(self._finish(result))
 
@@ -435,6 +483,17 @@ class Connection(asyncio.Protocol):
         if answer.cancelled():
             return
         response = answer_of(self._ctx, cmd, answer)
+        if isinstance(response, bytes):
+            if not self._closed:
+                self._send_frame(response)
+        elif response is not None:
+            self.send_response(response)
+
+    def _deferred_done(
+        self, cmd: RemotingCommand, deferred: Deferred, answer: DeferredAnswer
+    ) -> None:
+        self._deferred.discard(deferred)
+        response = deferred_answer(self._ctx, cmd, answer)
         if isinstance(response, bytes):
             if not self._closed:
                 self._send_frame(response)
@@ -454,6 +513,12 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._write_out()
+
+    def flush(self) -> None:
+        """Write what is queued now, not at the end of the loop turn. For a caller that
+        queued a burst of requests from a task: the scheduled flush would run a turn later,
+        after the next poll's reads (a DLedger leader's pushes, on every send's way)."""
         self._write_out()
 
     def _write_out(self) -> None:
@@ -498,11 +563,18 @@ class Connection(asyncio.Protocol):
         self._deadlines.clear()
         pending = self._pending
         self._pending = {}
-        for fut in pending.values():
+        handlers = self._on_reply
+        self._on_reply = {}
+        for opaque, fut in pending.items():
             if not fut.done():
                 err = ConnectionClosed(f"connection to {self._peer} closed")
                 err.__cause__ = cause
-                fut.set_exception(err)
+                on_reply = handlers.get(opaque)
+                if on_reply is None:
+                    fut.set_exception(err)
+                else:
+                    fut.cancel()
+                    self._reply_to(on_reply, err)
 
 
-__all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection"]
+__all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection", "ReplyHandler"]

@@ -76,7 +76,71 @@ class RequestContext:
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
 #: A processor's own future: the response, its frame, or None (nothing to write).
 AnswerFuture = asyncio.Future[RemotingCommand | bytes | None]
-NowaitResult = RemotingCommand | bytes | None | AnswerFuture | Awaitable[RemotingCommand | None]
+#: What a :class:`Deferred` is settled with: the response, its frame, None (nothing to write),
+#: or the processor's failure (mapped to an error response).
+DeferredAnswer = RemotingCommand | bytes | None | Exception
+
+
+class Deferred:
+    """A processor's answer given later by a call, not through a future: :meth:`settle`
+    hands it to the connection, which queues it for writing in that same call. A future's done
+    callback runs a loop turn later, and one scheduled from the ready queue only after the next
+    poll's reads: a DLedger send took two of those between its quorum and its SEND_OK. Settle
+    it exactly once (later calls are ignored)."""
+
+    __slots__ = ("_answer", "_settled", "_then", "cancelled")
+
+    def __init__(self) -> None:
+        self._then: Callable[[DeferredAnswer], None] | None = None
+        self._answer: DeferredAnswer = None
+        self._settled = False
+        #: Set by the connection at shutdown: a later answer is dropped.
+        self.cancelled = False
+
+    def settle(self, answer: DeferredAnswer) -> None:
+        """Give the answer (before or after the connection took this)."""
+        if self._settled or self.cancelled:
+            return
+        self._settled = True
+        then, self._then = self._then, None
+        if then is None:
+            self._answer = answer  # settled before the connection asked: kept for it
+        else:
+            then(answer)
+
+    def then(self, write: Callable[[DeferredAnswer], None]) -> None:
+        """The connection's side: ``write(answer)`` once settled (now if it is already)."""
+        if self._settled:
+            answer, self._answer = self._answer, None
+            write(answer)
+        else:
+            self._then = write
+
+    def cancel(self) -> None:
+        """Shutdown: no answer is written."""
+        self.cancelled = True
+        self._then = None
+
+    async def wait(self) -> RemotingCommand | bytes | None:
+        """For a caller that must await the answer (a processor's coroutine form); raises
+        the processor's failure. Bounded as the settling side is (a DLedger put is answered
+        within its ack wait)."""
+        answered: asyncio.Future[DeferredAnswer] = asyncio.get_running_loop().create_future()
+
+        def got(answer: DeferredAnswer) -> None:
+            if not answered.done():
+                answered.set_result(answer)
+
+        self.then(got)
+        answer = await answered
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+NowaitResult = (
+    RemotingCommand | bytes | None | AnswerFuture | Deferred | Awaitable[RemotingCommand | None]
+)
 #: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
 #: whole frame) or returns an awaitable of a command or None when it has to wait (a future may
 #: also settle on the response's frame).
@@ -89,7 +153,12 @@ RunProcessor = Callable[[RequestContext, Sequence[RemotingCommand], list[NowaitR
 #: What :func:`dispatch_nowait` makes of a result: the response to write (a command or its
 #: frame; None: nothing), a coroutine finishing the request, or a processor's own future.
 Settled = (
-    RemotingCommand | bytes | Coroutine[Any, Any, RemotingCommand | None] | AnswerFuture | None
+    RemotingCommand
+    | bytes
+    | Coroutine[Any, Any, RemotingCommand | None]
+    | AnswerFuture
+    | Deferred
+    | None
 )
 
 
@@ -215,9 +284,20 @@ def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult)
         return None if request.is_oneway else result
     if result is None or isinstance(result, RemotingCommand):
         return _reply(request, result)
-    if isinstance(result, asyncio.Future):
+    if isinstance(result, asyncio.Future | Deferred):
         return result
     return _finish(ctx, request, result)
+
+
+def deferred_answer(
+    ctx: RequestContext, request: RemotingCommand, answer: DeferredAnswer
+) -> RemotingCommand | bytes | None:
+    """:func:`answer_of` for a :class:`Deferred`'s answer."""
+    if isinstance(answer, Exception):
+        return _reply(request, _error_response(ctx, request, answer))
+    if isinstance(answer, bytes):
+        return None if request.is_oneway else answer
+    return _reply(request, answer)
 
 
 def answer_of(

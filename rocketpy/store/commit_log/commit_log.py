@@ -230,6 +230,16 @@ class CommitLog:
         """A run of :meth:`nowait_appender` ended (whatever it appended)."""
         self._on_append()
 
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        """:meth:`put_soon` with its result handed to ``on_result`` (called once, from the
+        call that settles it, maybe before this returns) instead of a future: the refusal
+        (``on_result`` never called), True once appended, False with nothing written where
+        the put waits otherwise (here, always)."""
+        del what, on_result
+        return False
+
     def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
         """A put appended now and acknowledged later, with no coroutine: the result, or the
         future of it once appended. None here: this log appends at once

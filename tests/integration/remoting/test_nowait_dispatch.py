@@ -11,11 +11,12 @@ import pytest
 
 from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import ResponseCode
-from rocketpy.common.errors import RemoteError, RequestTimeout
+from rocketpy.common.errors import ConnectionClosed, RemoteError, RequestTimeout
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.dispatch import (
+    Deferred,
     NowaitResult,
     ProcessorRegistry,
     RequestContext,
@@ -221,3 +222,104 @@ async def test_answers_to_one_read_go_out_in_one_write() -> None:
         await server.stop()
     assert seen == [False]
     assert opaques == list(range(1, 65))
+
+
+DEFERRED = 9105
+
+
+async def test_deferred_answer_is_written_from_the_settling_call() -> None:
+    """1. Register a nowait processor returning a Deferred per request: the first settled
+    before it returns, the others kept. 2. Send three requests on one connection. 3. Settle the
+    second with a response from a plain callback (no task, no future) and the third with an
+    error.
+    Expected: the first is answered at once; the second's response is queued by the settling
+    call itself (the connection holds no answer future for it); the third gets SYSTEM_ERROR
+    with the error in its remark; a late second settle is ignored and nothing stays in flight."""
+    kept: list[tuple[RemotingCommand, Deferred]] = []
+    reg = ProcessorRegistry()
+
+    def deferred(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
+        d = Deferred()
+        if req.body == b"now":
+            d.settle(req.make_response(remark="at once"))
+        else:
+            kept.append((req, d))
+        return d
+
+    reg.register(DEFERRED, _never, nowait=deferred)
+    server = RemotingServer(reg)
+    await server.start()
+    client = RemotingClient()
+    try:
+        async with asyncio.timeout(10):
+            first = await client.invoke(
+                server.address, RemotingCommand.request(DEFERRED, None, b"now"), 5
+            )
+            assert first.remark == "at once"
+            second = asyncio.create_task(
+                client.invoke(server.address, RemotingCommand.request(DEFERRED), 5)
+            )
+            third = asyncio.create_task(
+                client.invoke(server.address, RemotingCommand.request(DEFERRED), 5)
+            )
+            await wait_until(lambda: len(kept) == 2, 5)
+            conn = next(iter(server.channels))
+            assert conn.inflight == 2
+            (req2, d2), (_, d3) = kept
+            asyncio.get_running_loop().call_soon(d2.settle, req2.make_response(remark="later"))
+            assert (await second).remark == "later"
+            d2.settle(req2.make_response(remark="again"))  # ignored
+            d3.settle(RuntimeError("put failed"))
+            failed = await third
+            assert failed.code == ResponseCode.SYSTEM_ERROR
+            assert "put failed" in (failed.remark or "")
+            assert conn.inflight == 0
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def test_deferred_can_be_awaited() -> None:
+    """A Deferred awaited (a processor's coroutine form): settled later -> its answer; settled
+    with an error -> the error raised."""
+    async with asyncio.timeout(5):
+        d = Deferred()
+        waiting = asyncio.ensure_future(d.wait())
+        await asyncio.sleep(0)
+        d.settle(b"frame")
+        assert await waiting == b"frame"
+        failed = Deferred()
+        failed.settle(ValueError("no"))
+        with pytest.raises(ValueError, match="no"):
+            await failed.wait()
+
+
+async def test_invoke_then_hands_over_response_timeout_and_close() -> None:
+    """1. invoke_then FAST with a handler. Expected: the handler gets the response, once, from
+    the read (no future of the caller's to await). 2. invoke_then SILENT with a 0.2 s timeout.
+    Expected: the handler gets RequestTimeout. 3. invoke_then SILENT, then close the connection.
+    Expected: the handler gets ConnectionClosed; nothing else is called."""
+    release = asyncio.Event()
+    server = RemotingServer(_registry(release, []))
+    await server.start()
+    client = RemotingClient()
+    got: list[RemotingCommand | BaseException] = []
+    try:
+        async with asyncio.timeout(10):
+            conn = await client.connection(server.address)
+            conn.invoke_then(RemotingCommand.request(FAST), 5.0, got.append)
+            await wait_until(lambda: len(got) == 1, 5)
+            assert isinstance(got[0], RemotingCommand)
+            assert got[0].remark == "fast"
+            conn.invoke_then(RemotingCommand.request(SILENT), 0.2, got.append)
+            await wait_until(lambda: len(got) == 2, 5)
+            assert isinstance(got[1], RequestTimeout)
+            conn.invoke_then(RemotingCommand.request(SILENT), 5.0, got.append)
+            conn.abort()
+            await wait_until(lambda: len(got) == 3, 5)
+            assert isinstance(got[2], ConnectionClosed)
+            await asyncio.sleep(0.3)
+            assert len(got) == 3
+    finally:
+        await client.close()
+        await server.stop()

@@ -150,6 +150,12 @@ class MemStore:
         # As a plain log: no acknowledgement-pending form.
         return None
 
+    def put_then(
+        self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
+    ) -> PutResult | bool:
+        # As a plain log: no acknowledgement-pending form.
+        return False
+
     async def put_batch(self, batch: MessageBatch) -> PutResult:
         stored = [
             self._append(
