@@ -32,6 +32,7 @@ from rocketpy.common.message.record import (
     MAGIC_V1,
     MAGIC_V2,
     STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
     Address,
     is_prepared_or_rollback,
     pack_address,
@@ -299,7 +300,8 @@ class DLedgerCommitLog(CommitLog):
         appended record leaves its dispatch hint, so the reput need not parse it back."""
         if not isinstance(what, MessageBatch):
             return self._append_one(what, answers)
-        if not what.items or not batch_fields_fit(what):
+        if not what.items or not batch_fields_fit(what) or what.sys_flag & TRANSACTION_TYPE_MASK:
+            # A batch is never transactional (asyncPutMessages), as in CommitLog.
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         items = what.items
         prepared = 0

@@ -17,7 +17,6 @@ import dataclasses
 import os
 import shutil
 import struct
-from asyncio import Future
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -237,25 +236,16 @@ class MessageStoreAdapter:
     def put_then(
         self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
     ) -> PutResult | bool:
-        """:meth:`put_soon` answered through ``on_result`` (a DLedger send's SEND_OK written
-        from the quorum check itself, not a future's callback a loop turn later)."""
+        """A put appended now and acknowledged through ``on_result`` (a DLedger send's SEND_OK
+        written from the quorum check itself, not a future's callback a loop turn later): the
+        refusal, True, or False -- nothing written -- where the put waits otherwise (HA
+        replicas, a plain log)."""
         if self.auto_ha is not None or self.ha is not None:
             return False
         refused = self._refusal()
         if refused is not None:
             return PutResult(status=refused)
         return self.store.put_then(what, on_result)
-
-    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
-        """:meth:`put_message`/:meth:`put_batch` appended now and acknowledged later, with no
-        coroutine (a DLedger log's quorum): the refusal, or the future of the result; None --
-        nothing written -- where the put waits otherwise (HA replicas, a plain log)."""
-        if self.auto_ha is not None or self.ha is not None:
-            return None
-        refused = self._refusal()
-        if refused is not None:
-            return PutResult(status=refused)
-        return self.store.put_soon(what)
 
     def _put_nowait(
         self, wait_store: bool, append: Callable[[_T], PutResult | None], stored: _T

@@ -12,7 +12,6 @@ binds it to this Protocol).
 
 from __future__ import annotations
 
-from asyncio import Future
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -127,15 +126,10 @@ class BrokerStore(Protocol):
     def put_then(
         self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
     ) -> PutResult | bool:
-        """:meth:`put_soon` answered through ``on_result`` (called once, maybe before this
-        returns) rather than a future: the refusal, True once appended, False with nothing
-        written when the caller must await the put."""
-        ...
-
-    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
-        """A put that :meth:`put_message_nowait` left (None) appended now with no coroutine:
-        the refusal, or the future of the result when only an acknowledgement is pending (a
-        DLedger quorum); None, with nothing written, when the caller must await the put."""
+        """A put that :meth:`put_message_nowait` left (None) appended now with no coroutine,
+        its result handed to ``on_result`` (called once, maybe before this returns) when only
+        an acknowledgement is pending (a DLedger quorum): the refusal, True once appended,
+        False with nothing written when the caller must await the put."""
         ...
 
     def get_message(

@@ -393,12 +393,6 @@ class MessageStore:
         """:meth:`CommitLog.put_then <rocketpy.store.commit_log.commit_log.CommitLog.put_then>`."""
         return self.commit_log.put_then(what, on_result)
 
-    def put_soon(
-        self, what: MessageToStore | MessageBatch
-    ) -> PutResult | asyncio.Future[PutResult] | None:
-        """:meth:`CommitLog.put_soon <rocketpy.store.commit_log.commit_log.CommitLog.put_soon>`."""
-        return self.commit_log.put_soon(what)
-
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         """:meth:`put_batch` if it needs no await, else None with nothing written."""
         return self.commit_log.put_batch_nowait(batch)

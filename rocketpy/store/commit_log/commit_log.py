@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import errno
 import struct
-from asyncio import Future
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
@@ -233,20 +232,14 @@ class CommitLog:
     def put_then(
         self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
     ) -> PutResult | bool:
-        """:meth:`put_soon` with its result handed to ``on_result`` (called once, from the
-        call that settles it, maybe before this returns) instead of a future: the refusal
+        """A put appended now and acknowledged later, its result handed to ``on_result``
+        (called once, from the call that settles it, maybe before this returns): the refusal
         (``on_result`` never called), True once appended, False with nothing written where
-        the put waits otherwise (here, always)."""
-        del what, on_result
-        return False
-
-    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | Future[PutResult] | None:
-        """A put appended now and acknowledged later, with no coroutine: the result, or the
-        future of it once appended. None here: this log appends at once
+        the put waits otherwise -- here, always: this log appends at once
         (:meth:`put_message_nowait`) or waits in :meth:`put_message` (a DLedger log answers
         after a quorum, ``broker/dledger_commitlog.py``)."""
-        del what
-        return None
+        del what, on_result
+        return False
 
     def put_batch(
         self, batch: MessageBatch, appended: Callable[[], None] | None = None

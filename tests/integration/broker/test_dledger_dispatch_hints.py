@@ -12,7 +12,7 @@ import pytest
 from rocketpy.broker.config import BrokerConfig
 from rocketpy.broker.dledger_store import DLedgerMessageStore, member_config
 from rocketpy.common.aio import wait_until
-from rocketpy.common.message.record import TRANSACTION_PREPARED_TYPE
+from rocketpy.common.message.record import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE
 from rocketpy.dledger.commitlog_member.member import DLedgerMember
 from rocketpy.dledger.commitlog_member.state import Role
 from rocketpy.store.commit_log.put_types import (
@@ -123,3 +123,22 @@ async def test_dledger_hints_match_the_records_and_are_dropped_on_role_change(
         await wait_until(lambda: len(recorder.seen) == 15, 5)
         assert all(a is b for a, b in zip(recorder.seen[10:], hints, strict=True))
         assert not store.commit_log.dispatch_hints
+
+
+async def test_dledger_log_refuses_transactional_batches(tmp_path: Path) -> None:
+    """1. A one-member DLedger store that leads. 2. Put a batch flagged prepared, then one
+    flagged commit. 3. Put a plain batch.
+    Expected: the two are MESSAGE_ILLEGAL with nothing appended (as the plain CommitLog and
+    upstream's ``asyncPutMessages``); the plain one takes queue offset 0."""
+    (port,) = free_ports(1)
+    cfg = one_member_config(tmp_path / "store", port)
+    member = DLedgerMember(member_config(cfg, BrokerConfig(brokerName="broker-a")))
+    store = DLedgerMessageStore(cfg, member)
+    items = [(0, b"x", "KEYS\x01a\x02")] * 2
+    async with leading(store):
+        for sys_flag in (TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE):
+            batch = MessageBatch(topic="T", queue_id=0, items=items, sys_flag=sys_flag)
+            assert store.commit_log.put_soon(batch) == PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        assert not store.commit_log.dispatch_hints
+        r = await store.put_batch(MessageBatch(topic="T", queue_id=0, items=items))
+        assert (r.status, r.queue_offset) == (PutMessageStatus.PUT_OK, 0)

@@ -146,10 +146,6 @@ class MemStore:
     def put_batch_nowait(self, batch: MessageBatch) -> PutResult | None:
         return None
 
-    def put_soon(self, what: MessageToStore | MessageBatch) -> PutResult | None:
-        # As a plain log: no acknowledgement-pending form.
-        return None
-
     def put_then(
         self, what: MessageToStore | MessageBatch, on_result: Callable[[PutResult], None]
     ) -> PutResult | bool:
