@@ -41,7 +41,7 @@ from rocketpy.common.message.record import (
 from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedgerMember
 from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
 from rocketpy.dledger.commitlog_member.state import Role
-from rocketpy.store.commit_log.commit_log import MAX_DISPATCH_HINTS, CommitLog, queue_key
+from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import (
     MessageBatch,
     MessageToStore,
@@ -304,31 +304,29 @@ class DLedgerCommitLog(CommitLog):
             # A batch is never transactional (asyncPutMessages), as in CommitLog.
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         items = what.items
-        prepared = 0
         records: list[bytearray] = []
         now = self.clock.wall_ms()
         for flag, body, text in items:
-            rec = self._record(what, flag, body, text, prepared, now)
+            rec = self._record(what, flag, body, text, 0, now)
             if isinstance(rec, PutResult):
                 return rec
             records.append(rec)
         sys_flag = what.sys_flag
         topic, queue_id = what.topic, what.queue_id
-        step = 0 if is_prepared_or_rollback(sys_flag) else 1
         first_queue_offset = self._take_queue_offsets(topic, queue_id, sys_flag, len(records))
         headers: list[EntryHeader] = []
         queue_offset = first_queue_offset
-        hinted = len(self.dispatch_hints) < MAX_DISPATCH_HINTS  # the whole batch, or none
+        hinted: bool | None = None  # the whole batch, or none: decided at its first entry
         single = len(records) == 1
         for i, rec in enumerate(records):
             try:
                 header = self.member.append_then(
                     rec, answers.answered_first if single else functools.partial(answers.at, i),
-                    queue_offset=queue_offset if step else None,
+                    queue_offset=queue_offset,
                 )  # fmt: skip
             except DLedgerAppendError as e:
-                if step:  # the offsets of entries not appended are not used
-                    self.topic_queue_table[queue_key(topic, queue_id)] = queue_offset
+                # The offsets of entries not appended are not used.
+                self.topic_queue_table[queue_key(topic, queue_id)] = queue_offset
                 if not headers:
                     log.info("dledger append refused", code=e.code, topic=topic)
                     return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
@@ -337,10 +335,12 @@ class DLedgerCommitLog(CommitLog):
             # scanned=True: what the checkpoint's physicMsgTimestamp follows. Every record
             # the DLedger reput dispatches is committed, and flushed by the member within
             # flushFileInterval, hinted or parsed back alike.
+            if hinted is None:
+                hinted = self._may_hint(header.pos + BODY_OFFSET)
             if hinted:
                 self._hint(what, header.pos + BODY_OFFSET, len(rec), items[i][2], now,
-                           queue_offset * step, prepared)  # fmt: skip
-            queue_offset += step
+                           queue_offset, 0)  # fmt: skip
+            queue_offset += 1
         self.last_store_timestamp = now
         self._on_append()
         answers.expect(self._result(headers, records, first_queue_offset, now), len(headers))
@@ -369,7 +369,7 @@ class DLedgerCommitLog(CommitLog):
             log.info("dledger append refused", code=e.code, topic=topic)
             return PutResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)
         offset, size = header.pos + BODY_OFFSET, len(rec)
-        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:  # see _append
+        if self._may_hint(offset):
             self._hint(msg, offset, size, msg.properties, now, queue_offset * step, prepared)
         self.last_store_timestamp = now
         self._on_append()
