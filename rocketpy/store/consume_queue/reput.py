@@ -141,6 +141,18 @@ def _tell_arrival(done: list[Hint], on_arrival: ArrivalHook) -> None:
             on_arrival(queue[0], queue[1], max_of[queue], tags_code)
 
 
+async def _put_each(requests: list[DispatchRequest], put_cq: PutCq) -> bool:
+    """Each record's consume-queue unit through ``put_cq``, in order (what a run or a batch
+    falls back to when its units cannot be packed at once). Returns whether it awaited."""
+    awaited = False
+    for req in requests:
+        pending = put_cq(req)
+        if pending is not None:
+            awaited = True
+            await pending
+    return awaited
+
+
 class ReputService:
     """Dispatches from ``reput_from`` up to ``bound()``; woken after appends and flushes.
 
@@ -384,26 +396,15 @@ class ReputService:
         """The consume-queue units of a run of :meth:`_gather`: with one pack, else (the
         queue cannot take them at once) per record through ``put_cq``. Returns whether it
         awaited."""
-        awaited = False
-        if self.put_run is None or not self.put_run(run):
-            for req in run:
-                pending = put_cq(req)
-                if pending is not None:
-                    awaited = True
-                    await pending
-        return awaited
+        if self.put_run is not None and self.put_run(run):
+            return False
+        return await _put_each(run, put_cq)
 
     async def _put_cq_batch(self, hint: BatchHint, put_cq: PutCq) -> bool:
         """:meth:`_put_cq_run` for a hinted batch. Returns whether it awaited."""
         if self.put_batch is not None and self.put_batch(hint):
             return False
-        awaited = False
-        for req in hint.requests():
-            pending = put_cq(req)
-            if pending is not None:
-                awaited = True
-                await pending
-        return awaited
+        return await _put_each(hint.requests(), put_cq)
 
     def _partial_tail(self, bound: int) -> bool:
         mf = self.mfq.find(self.reput_from)

@@ -465,10 +465,9 @@ def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) 
             keys.append(prefix + uniq)
             offsets.append(phy_offset)
         if _KEYS_NAME in text:
-            for k in (property_value(text, MessageConst.KEYS) or "").split(r.KEY_SEPARATOR):
-                if k:
-                    keys.append(prefix + k)
-                    offsets.append(phy_offset)
+            for k in _key_names(property_value(text, MessageConst.KEYS) or ""):
+                keys.append(prefix + k)
+                offsets.append(phy_offset)
     items += zip(index_key_hashes(keys), offsets, repeat(timestamp, len(keys)), strict=True)
 
 
@@ -481,6 +480,10 @@ def _add_keys(
     if uniq:  # r.build_key inlined: this runs for every record
         items.append((index_key_hash(f"{topic}#{uniq}"), phy_offset, timestamp))
     if keys:
-        for k in keys.split(r.KEY_SEPARATOR):
-            if k:
-                items.append((index_key_hash(f"{topic}#{k}"), phy_offset, timestamp))
+        for k in _key_names(keys):
+            items.append((index_key_hash(f"{topic}#{k}"), phy_offset, timestamp))
+
+
+def _key_names(keys: str) -> list[str]:
+    """The entries of a KEYS value (space-separated; empty ones are not indexed)."""
+    return [k for k in keys.split(r.KEY_SEPARATOR) if k]
