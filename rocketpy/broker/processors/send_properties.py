@@ -78,34 +78,25 @@ class SendProperties:
         message's text (``MessageExtBatch`` encoding).
         """
         text = text or ""
-        for needle in _DECODE_NEEDLES:
-            if needle in text:
-                return None
-        uniq = property_value(text, MessageConst.UNIQ_KEY)
-        if uniq is None:
+        if _needs_decoding(text):
             return None
-        if text and not text.endswith(PROPERTY_SEPARATOR):
-            text += PROPERTY_SEPARATOR
-        return text + self._current_additions(), uniq
+        return _added(text, self._current_additions())
 
     def fast_run(self, texts: list[str]) -> tuple[list[str], list[str]] | None:
         """:meth:`fast` for each of a batch's texts, their scan for the decoding path's
         properties made once over all of them: the records' properties and UNIQ_KEYs, or
         None when a text needs more (then each goes through :meth:`fast`)."""
-        joined = "".join(texts)  # a name cut across two texts is only a false alarm
-        for needle in _DECODE_NEEDLES:
-            if needle in joined:
-                return None
+        if _needs_decoding("".join(texts)):  # a name cut across two texts: a false alarm
+            return None
         additions = self._current_additions()
         out: list[str] = []
         uniqs: list[str] = []
         for text in texts:
-            uniq = property_value(text, MessageConst.UNIQ_KEY)
-            if uniq is None:
+            added = _added(text, additions)
+            if added is None:
                 return None
-            ends = not text or text.endswith(PROPERTY_SEPARATOR)
-            out.append(f"{text}{additions}" if ends else f"{text}{PROPERTY_SEPARATOR}{additions}")
-            uniqs.append(uniq)
+            out.append(added[0])
+            uniqs.append(added[1])
         return out, uniqs
 
     def _current_additions(self) -> str:
@@ -134,6 +125,24 @@ class SendProperties:
         props[MessageConst.CLUSTER] = rt.config.broker_cluster_name
         self.ensure_uniq_key(props)
         return props
+
+
+def _needs_decoding(text: str) -> bool:
+    """Whether ``text`` may hold a property the broker reads or replaces (the decoding path)."""
+    for needle in _DECODE_NEEDLES:  # noqa: SIM110 -- per send: a generator costs more
+        if needle in text:
+            return True
+    return False
+
+
+def _added(text: str, additions: str) -> tuple[str, str] | None:
+    """``text`` with the broker's ``additions`` appended, and its UNIQ_KEY; None without one."""
+    uniq = property_value(text, MessageConst.UNIQ_KEY)
+    if uniq is None:
+        return None
+    if text and not text.endswith(PROPERTY_SEPARATOR):
+        text += PROPERTY_SEPARATOR
+    return text + additions, uniq
 
 
 def too_large(props: Mapping[str, str]) -> bool:
