@@ -11,7 +11,12 @@ from rocketpy.broker.request_gate import RequestGate, gated, gated_nowait, relea
 from rocketpy.common.codes import ResponseCode
 from rocketpy.common.errors import RemoteError
 from rocketpy.remoting.protocol.command import RemotingCommand
-from rocketpy.remoting.transport.dispatch import Channel, NowaitResult, RequestContext
+from rocketpy.remoting.transport.dispatch import (
+    Channel,
+    NowaitProcessor,
+    NowaitResult,
+    RequestContext,
+)
 from tests.unit.broker.support import FakeChannel
 
 
@@ -106,13 +111,12 @@ async def test_request_gate_try_acquire_respects_waiters_and_cancellation() -> N
         gate.release()
 
 
-async def test_request_gate_nowait_holds_slot_only_while_awaiting() -> None:
-    """1. Gate with 1 slot; a nowait processor answering at once for code 1 and returning an
-    awaitable for code 2. 2. Run code 1, then code 2 without awaiting its result, then code 1
-    again. 3. Finish the awaitable.
-    Expected: code 1 answers synchronously and frees the slot; code 2 holds the slot until its
-    awaitable is done, so the next code 1 is queued through the awaiting processor instead."""
-    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+def _slow_or_now(
+    gate: RequestGate, *, slow_code: int
+) -> tuple[NowaitProcessor, asyncio.Event, list[int]]:
+    """``gate`` around a fast path that answers at once ("now"), except requests of
+    ``slow_code``, which get an awaitable answering "later" once the returned event is set; the
+    awaiting processor answers "queued" and records each request's code in the returned list."""
     release = asyncio.Event()
     queued: list[int] = []
 
@@ -121,13 +125,23 @@ async def test_request_gate_nowait_holds_slot_only_while_awaiting() -> None:
         return req.make_response(remark="later")
 
     def nowait(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
-        return req.make_response(remark="now") if req.code == 1 else finish(req)
+        return finish(req) if req.code == slow_code else req.make_response(remark="now")
 
     async def processor(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
         queued.append(req.code)
         return req.make_response(remark="queued")
 
-    run = gated_nowait(gate, nowait, processor)
+    return gated_nowait(gate, nowait, processor), release, queued
+
+
+async def test_request_gate_nowait_holds_slot_only_while_awaiting() -> None:
+    """1. Gate with 1 slot; a nowait processor answering at once for code 1 and returning an
+    awaitable for code 2. 2. Run code 1, then code 2 without awaiting its result, then code 1
+    again. 3. Finish the awaitable.
+    Expected: code 1 answers synchronously and frees the slot; code 2 holds the slot until its
+    awaitable is done, so the next code 1 is queued through the awaiting processor instead."""
+    gate = RequestGate("send", max_concurrency=1, max_waiting=4)
+    run, release, queued = _slow_or_now(gate, slow_code=2)
     ctx = RequestContext(channel=cast(Channel, None))
     async with asyncio.timeout(5):
         first = run(ctx, RemotingCommand.request(1))
@@ -201,21 +215,7 @@ async def test_request_gate_queue_drains_in_a_turn_in_order() -> None:
     freed slot handed to one waiter moved four per turn: a pipelining producer's queue never
     drained), and a request arriving afterwards is answered at once again."""
     gate = RequestGate("send", max_concurrency=4, max_waiting=100)
-    release = asyncio.Event()
-    order: list[int] = []
-
-    async def finish(req: RemotingCommand) -> RemotingCommand:
-        await release.wait()
-        return req.make_response(remark="slow")
-
-    def nowait(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
-        return finish(req) if req.code == 0 else req.make_response(remark="now")
-
-    async def processor(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
-        order.append(req.code)
-        return req.make_response(remark="queued")
-
-    run = gated_nowait(gate, nowait, processor)
+    run, release, order = _slow_or_now(gate, slow_code=0)
     ctx = RequestContext(channel=cast(Channel, None))
     async with asyncio.timeout(5):
         slow = []
