@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -29,6 +31,19 @@ FAST = 9101
 LATER = 9102
 REFUSE = 9103
 SILENT = 9104
+
+
+@contextlib.asynccontextmanager
+async def _serving(reg: ProcessorRegistry) -> AsyncIterator[tuple[RemotingServer, RemotingClient]]:
+    """A started server for ``reg`` and a client; both stopped on the way out."""
+    server = RemotingServer(reg)
+    await server.start()
+    client = RemotingClient()
+    try:
+        yield server, client
+    finally:
+        await client.close()
+        await server.stop()
 
 
 async def _never(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
@@ -71,10 +86,7 @@ async def test_nowait_processor_answers_without_task_and_awaitable_later() -> No
     after the release; REFUSE gets its code and remark; the awaiting processors never run."""
     release = asyncio.Event()
     ran: list[str] = []
-    server = RemotingServer(_registry(release, ran))
-    await server.start()
-    client = RemotingClient()
-    try:
+    async with _serving(_registry(release, ran)) as (server, client):
         async with asyncio.timeout(10):
             later = asyncio.create_task(
                 client.invoke(server.address, RemotingCommand.request(LATER), 5)
@@ -87,9 +99,6 @@ async def test_nowait_processor_answers_without_task_and_awaitable_later() -> No
             assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, "later")
             refused = await client.invoke(server.address, RemotingCommand.request(REFUSE), 5)
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "refused at once")
-    finally:
-        await client.close()
-        await server.stop()
 
 
 async def test_nowait_future_settles_on_a_frame() -> None:
@@ -107,10 +116,7 @@ async def test_nowait_future_settles_on_a_frame() -> None:
         return fut
 
     reg.register(FAST, _never, nowait=quorum)
-    server = RemotingServer(reg)
-    await server.start()
-    client = RemotingClient()
-    try:
+    async with _serving(reg) as (server, client):
         async with asyncio.timeout(10):
             call = asyncio.create_task(
                 client.invoke(server.address, RemotingCommand.request(FAST), 5)
@@ -122,9 +128,6 @@ async def test_nowait_future_settles_on_a_frame() -> None:
             assert (resp.code, resp.remark, resp.opaque) == (
                 ResponseCode.SUCCESS, "acked", req.opaque,
             )  # fmt: skip
-    finally:
-        await client.close()
-        await server.stop()
 
 
 async def test_nowait_register_without_nowait_drops_it() -> None:
@@ -144,10 +147,7 @@ async def test_deadline_timer_expires_in_order_and_out_of_order() -> None:
     shared timer, re-armed after the first expiry).
     Expected: each times out after its own budget, not another request's; the answered request
     is unaffected; the connection stays open."""
-    server = RemotingServer(_registry(asyncio.Event(), []))
-    await server.start()
-    client = RemotingClient()
-    try:
+    async with _serving(_registry(asyncio.Event(), [])) as (server, client):
         async with asyncio.timeout(10):
             conn = await client.connection(server.address)
             long_wait = asyncio.create_task(conn.invoke(RemotingCommand.request(SILENT), 2.0))
@@ -169,9 +169,6 @@ async def test_deadline_timer_expires_in_order_and_out_of_order() -> None:
             with pytest.raises(RequestTimeout):
                 await first
             assert not conn.is_closed
-    finally:
-        await client.close()
-        await server.stop()
 
 
 async def test_answers_to_one_read_go_out_in_one_write() -> None:
@@ -247,10 +244,7 @@ async def test_deferred_answer_is_written_from_the_settling_call() -> None:
         return d
 
     reg.register(DEFERRED, _never, nowait=deferred)
-    server = RemotingServer(reg)
-    await server.start()
-    client = RemotingClient()
-    try:
+    async with _serving(reg) as (server, client):
         async with asyncio.timeout(10):
             first = await client.invoke(
                 server.address, RemotingCommand.request(DEFERRED, None, b"now"), 5
@@ -274,9 +268,6 @@ async def test_deferred_answer_is_written_from_the_settling_call() -> None:
             assert failed.code == ResponseCode.SYSTEM_ERROR
             assert "put failed" in (failed.remark or "")
             assert conn.inflight == 0
-    finally:
-        await client.close()
-        await server.stop()
 
 
 async def test_deferred_can_be_awaited() -> None:
