@@ -310,13 +310,10 @@ def answer_of(
     an Exception (SystemExit...) is raised again: it is no answer."""
     error = done.exception()
     if error is None:
-        result = done.result()
-        if isinstance(result, bytes):
-            return None if request.is_oneway else result
-        return _reply(request, result)
+        return deferred_answer(ctx, request, done.result())
     if not isinstance(error, Exception):
         raise error
-    return _reply(request, _error_response(ctx, request, error))
+    return deferred_answer(ctx, request, error)
 
 
 async def _finish(
