@@ -220,6 +220,21 @@ class Connection(asyncio.Protocol):
         self.invoke_future(request, timeout_s)
         self._on_reply[request.opaque] = on_reply
 
+    def _fail(
+        self,
+        fut: asyncio.Future[RemotingCommand],
+        on_reply: ReplyHandler | None,
+        err: BaseException,
+    ) -> None:
+        """A request that gets no response: its future fails, or, for an :meth:`invoke_then`
+        request, its handler is told (the future, which nobody awaits, is cancelled: no
+        unretrieved exception)."""
+        if on_reply is None:
+            fut.set_exception(err)
+        else:
+            fut.cancel()
+            self._reply_to(on_reply, err)
+
     def _reply_to(self, on_reply: ReplyHandler, reply: RemotingCommand | BaseException) -> None:
         try:
             on_reply(reply)
@@ -233,12 +248,7 @@ class Connection(asyncio.Protocol):
             err = RequestTimeout(
                 f"wait response on {self._peer} timeout, {timeout_s * 1000:.0f}ms, code {code}"
             )
-            on_reply = self._on_reply.pop(opaque, None) if self._on_reply else None
-            if on_reply is None:
-                fut.set_exception(err)
-            else:  # nobody awaits it: cancelled, not failed (no unretrieved exception)
-                fut.cancel()
-                self._reply_to(on_reply, err)
+            self._fail(fut, self._on_reply.pop(opaque, None) if self._on_reply else None, err)
         if self._pending.get(opaque) is fut:
             del self._pending[opaque]
 
@@ -482,18 +492,16 @@ class Connection(asyncio.Protocol):
         self._answers.discard(answer)
         if answer.cancelled():
             return
-        response = answer_of(self._ctx, cmd, answer)
-        if isinstance(response, bytes):
-            if not self._closed:
-                self._send_frame(response)
-        elif response is not None:
-            self.send_response(response)
+        self._write_answer(answer_of(self._ctx, cmd, answer))
 
     def _deferred_done(
         self, cmd: RemotingCommand, deferred: Deferred, answer: DeferredAnswer
     ) -> None:
         self._deferred.discard(deferred)
-        response = deferred_answer(self._ctx, cmd, answer)
+        self._write_answer(deferred_answer(self._ctx, cmd, answer))
+
+    def _write_answer(self, response: RemotingCommand | bytes | None) -> None:
+        """A processor's answer given later: its frame, a command, or None (nothing)."""
         if isinstance(response, bytes):
             if not self._closed:
                 self._send_frame(response)
@@ -569,12 +577,7 @@ class Connection(asyncio.Protocol):
             if not fut.done():
                 err = ConnectionClosed(f"connection to {self._peer} closed")
                 err.__cause__ = cause
-                on_reply = handlers.get(opaque)
-                if on_reply is None:
-                    fut.set_exception(err)
-                else:
-                    fut.cancel()
-                    self._reply_to(on_reply, err)
+                self._fail(fut, handlers.get(opaque), err)
 
 
 __all__ = ["LENGTH", "OVERLOAD_REMARK", "Connection", "ReplyHandler"]
