@@ -43,6 +43,7 @@ from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
 from rocketpy.dledger.commitlog_member.state import Role
 from rocketpy.store.commit_log.commit_log import CommitLog, queue_key
 from rocketpy.store.commit_log.put_types import (
+    Appender,
     MessageBatch,
     MessageToStore,
     PutMessageStatus,
@@ -244,7 +245,7 @@ class DLedgerCommitLog(CommitLog):
         del msg
         return None
 
-    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+    def nowait_appender(self) -> Appender | None:
         """None, as :meth:`put_message_nowait`: no send is answered before its quorum."""
         return None
 

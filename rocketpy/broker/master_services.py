@@ -125,7 +125,7 @@ def build_timer(
         timer = TimerMessageStore(
             store, store_config, reput=reput, clock=clock, on_failure=on_failure
         )
-    send.timer_hook = TimerHook(store_config, is_reject=timer.is_reject if timer else None)
+    send.route.timer_hook = TimerHook(store_config, is_reject=timer.is_reject if timer else None)
     admin: RequestGate = rt.gates["admin"]
     for code, handler in TimerProcessor(timer).handlers().items():
         registry.register(code, gated(admin, handler))

@@ -39,6 +39,7 @@ from rocketpy.ha.classic.service import DefaultHAService
 from rocketpy.ha.config import HAConfig
 from rocketpy.ha.state import ReplicaStatus
 from rocketpy.store.commit_log.put_types import (
+    Appender,
     MessageBatch,
     MessageToStore,
     PutMessageStatus,
@@ -213,7 +214,7 @@ class MessageStoreAdapter:
             return None
         return self._put_nowait(batch.wait_store, self.store.put_batch_nowait, batch)
 
-    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+    def nowait_appender(self) -> Appender | None:
         """For a run of sends handled at once (the send lane): what :meth:`put_message_nowait`
         does per message once the checks it makes per message are made for the run. None when
         a put would not be made at once now (refused, replicas, SYNC_FLUSH): each send then

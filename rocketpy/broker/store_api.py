@@ -16,7 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rocketpy.store.commit_log.put_types import MessageBatch, MessageToStore, PutResult
+from rocketpy.store.commit_log.put_types import (
+    Appender,
+    MessageBatch,
+    MessageToStore,
+    PutResult,
+)
 from rocketpy.store.get_types import GetResult
 
 
@@ -109,7 +114,7 @@ class BrokerStore(Protocol):
         to wait for); the caller then awaits :meth:`put_message`."""
         ...
 
-    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+    def nowait_appender(self) -> Appender | None:
         """For a run of sends handled with no await between them (the send lane): what
         :meth:`put_message_nowait` does per message, its per-message checks made once; None
         when a put would not be made at once now. :meth:`appended` follows the run."""

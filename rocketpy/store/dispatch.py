@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
-# Built once per message on the send path (``CommitLog._place``), so it is the cheapest slotted
-# type to build with named fields: positional, not frozen (a frozen dataclass's ``__init__`` goes
-# through ``object.__setattr__`` per field, about five times the cost) and not keyword-only
-# (about three times). Treat instances as read-only.
+# Built once per single append (``CommitLog._append_nowait``), so it is the cheapest slotted
+# type to build with named fields: positional, not frozen (a frozen dataclass's ``__init__``
+# goes through ``object.__setattr__`` per field, about five times the cost) and not
+# keyword-only (about three times). Treat instances as read-only.
 @dataclass(slots=True)
 class DispatchRequest:
     """One CommitLog record as the reput dispatches it: described by the local append that wrote

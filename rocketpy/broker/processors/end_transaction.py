@@ -44,7 +44,7 @@ from rocketpy.store.commit_log.put_types import MessageToStore
 
 log = structlog.get_logger(__name__)
 
-#: ``SendMessageProcessor.schedule_route``: (topic, queue id, sys flag, props) -> where to store,
+#: ``SendRoute.schedule_route``: (topic, queue id, sys flag, props) -> where to store,
 #: or a timer refusal.
 ApplyDelay = Callable[[str, int, int, dict[str, str]], tuple[str, int] | TimerRefusal]
 

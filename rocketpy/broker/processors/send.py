@@ -1,14 +1,12 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
 
 Owns: the send path from a decoded request to its answer (the checks of ``msgCheck`` are in
-``send_check.py``), the send lane (:meth:`SendMessageProcessor.send_run_nowait`: the single
-sends of one read answered together), retry-topic handling (``%RETRY%`` -> ``%DLQ%`` after
-``maxReconsumeTimes`` or while the group holds orderly locks), the broker's property additions
-(``MSG_REGION``, ``TRACE_ON``, ``CLUSTER``, ``UNIQ_KEY``), delay levels (``DELAY=n`` ->
-``SCHEDULE_TOPIC_XXXX`` queue ``n-1`` with ``REAL_TOPIC``/``REAL_QID``, as ``HookUtils``), and
-mapping store results to response codes. Mirrors ``broker/processor/SendMessageProcessor`` and
-``AbstractSendMessageProcessor`` (client-flows.md sections 2.3, 2.4, 6.1; message-format.md
-section 5).
+``send_check.py``, the properties in ``send_properties.py``, where a message goes -- retry
+topics, delays, timers -- in ``send_route.py``), the send lane
+(:meth:`SendMessageProcessor.send_run_nowait`: the single sends of one read stored together,
+one batch per queue, and answered together), and mapping store results to response codes.
+Mirrors ``broker/processor/SendMessageProcessor`` and ``AbstractSendMessageProcessor``
+(client-flows.md sections 2.3, 2.4, 6.1; message-format.md section 5).
 
 Transactional half messages (``TRAN_MSG=true``) go to ``RMQ_SYS_TRANS_HALF_TOPIC`` through
 ``rocketpy/broker/transaction/util.py`` (NO_PERMISSION with ``rejectTransactionMessage=true``).
@@ -22,7 +20,7 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from time import perf_counter
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import structlog
 
@@ -31,11 +29,12 @@ from rocketpy.broker.message_type_check import check_topic_message_type
 from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_answer import SendAnswers
-from rocketpy.broker.processors.send_back import V3_4_9, consumer_send_msg_back
+from rocketpy.broker.processors.send_back import consumer_send_msg_back
 from rocketpy.broker.processors.send_check import MessageCheck
 from rocketpy.broker.processors.send_properties import SendProperties, too_large
+from rocketpy.broker.processors.send_route import SendRoute, int_prop
 from rocketpy.broker.runtime import BrokerRuntime
-from rocketpy.broker.timer_hook import TimerHook, TimerRefusal
+from rocketpy.broker.timer_hook import TimerRefusal
 from rocketpy.broker.transaction.util import half_route
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.errors import CodecError, RemoteError
@@ -46,10 +45,8 @@ from rocketpy.common.message.properties import (
     property_value,
     waits_for_store,
 )
-from rocketpy.common.message.record import MULTI_TAGS_FLAG, is_prepared_or_rollback
+from rocketpy.common.message.record import MULTI_TAGS_FLAG
 from rocketpy.remoting.protocol.body.config_shapes import (
-    PERM_READ,
-    PERM_WRITE,
     TopicConfig,
     TopicFilterType,
 )
@@ -65,6 +62,7 @@ from rocketpy.remoting.transport.dispatch import (
     RunProcessor,
 )
 from rocketpy.store.commit_log.put_types import (
+    Appender,
     MessageBatch,
     MessageToStore,
     PutResult,
@@ -73,9 +71,6 @@ from rocketpy.store.commit_log.put_types import (
 log = structlog.get_logger(__name__)
 
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
-
-#: A store append for the send lane (``MessageStoreAdapter.nowait_appender``).
-_Put = Callable[[MessageToStore], PutResult | None]
 
 
 #: A send's answer: at once (a command or its frame), a coroutine, or a Deferred settled once
@@ -89,18 +84,24 @@ class _Lane(enum.Enum):
     ALONE = 0
 
 
+class _Built(NamedTuple):
+    """A send past its checks: the message to store and its UNIQ_KEY; for a batch its header
+    instead (the message is a placeholder), decoded by ``_send_batch``."""
+
+    msg: MessageToStore
+    uniq: str
+    batch: SendMessageRequestHeader | None
+    topic_config: TopicConfig
+
+
+_NO_MESSAGE: Final = MessageToStore(topic="", queue_id=0, body=b"")
+
+
 @functools.lru_cache(maxsize=4096)  # a handful of peers send every message
 def _parse_host(peer: str) -> tuple[str, int]:
     host, _, port = peer.rpartition(":")
     host = host.strip("[]")
     return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
-
-
-def _int_prop(props: Mapping[str, str], key: str) -> int:
-    try:
-        return int(props.get(key, "0"))
-    except ValueError:
-        return 0
 
 
 class SendMessageProcessor:
@@ -112,8 +113,8 @@ class SendMessageProcessor:
         self._msg_check = MessageCheck(rt)
         self._props = SendProperties(rt)
         self._answers = SendAnswers()
-        #: 5.x timer messages (``timer_hook.py``), set by the broker; None: stored as sent.
-        self.timer_hook: TimerHook | None = None
+        #: Where a message is stored: retry topics, delays, timers (``send_route.py``).
+        self.route = SendRoute(rt)
 
     def handlers(self) -> Mapping[int, Processor]:
         """Request code -> processor."""
@@ -148,37 +149,6 @@ class SendMessageProcessor:
             f"length limit {self._rt.max_message_size}B, msg properties length limit 32KB."
         )
 
-    def apply_delay(
-        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str]
-    ) -> tuple[str, int]:
-        """``HookUtils.transformDelayLevelMessage``: where a message is stored. One with
-        ``DELAY=n>0`` (and not a half/rollback transaction record) goes to
-        ``SCHEDULE_TOPIC_XXXX`` queue ``n-1``, its real topic and queue kept in ``props``."""
-        if is_prepared_or_rollback(sys_flag):
-            return topic, queue_id
-        level = _int_prop(props, MessageConst.DELAY)
-        if level <= 0:
-            return topic, queue_id
-        level = min(level, self._rt.max_delay_level)
-        props[MessageConst.DELAY] = str(level)
-        props[MessageConst.REAL_TOPIC] = topic
-        props[MessageConst.REAL_QID] = str(queue_id)
-        return tv.RMQ_SYS_SCHEDULE_TOPIC, level - 1
-
-    def schedule_route(
-        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str]
-    ) -> tuple[str, int] | TimerRefusal:
-        """``HookUtils.handleScheduleMessage``: the timer hook (``timer_hook.py``), then delay
-        levels (:meth:`apply_delay`); a send and a committed transactional message go here."""
-        if self.timer_hook is not None:
-            timed = self.timer_hook.apply(
-                topic, queue_id, sys_flag, props, self._rt.clock.wall_ms()
-            )
-            if isinstance(timed, TimerRefusal):
-                return timed
-            topic, queue_id = timed
-        return self.apply_delay(topic, queue_id, sys_flag, props)
-
     # -- SEND_MESSAGE / V2 / BATCH ----------------------------------------------------------
 
     async def send_message(
@@ -204,43 +174,114 @@ class SendMessageProcessor:
         a stored send's answer as its whole frame (``send_answer.py``), a refusal as a command;
         otherwise the coroutine that finishes the send."""
         started = perf_counter()
-        result = self._send_message(ctx, request, started, None)
+        result = self._send_message(ctx, request, started)
         if isinstance(result, _ANSWERS):
             self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
-        elif result is _Lane.ALONE:  # only the lane leaves a request alone
-            raise AssertionError("a send without the lane was left alone")
         return result
 
     def send_run_nowait(
         self, ctx: RequestContext, requests: Sequence[RemotingCommand], out: list[NowaitResult]
     ) -> None:
         """The send lane: the single sends of one read answered as :meth:`send_message_nowait`
-        would, with one store appender for all (the store's checks made once, the reput woken
-        once) and one latency observation (their answers go out together at the end of the
-        read). It stops at the first request it cannot answer at once: one for a batch, one
-        whose properties the broker must read or change (retry topics, delays, transactions,
-        timers), or one the store cannot append now (a new segment, replicas to wait for,
-        SYNC_FLUSH: the appender is then None and the lane takes nothing)."""
+        would, their records written together (one batch per queue: ``Appender.run``), the
+        store's checks made once, the reput woken once and one latency observation (their
+        answers go out together at the end of the read). It stops at the first request it
+        cannot answer at once: a batch, one whose properties the broker must read or change
+        (retry topics, delays, transactions, timers), or one the store cannot append now (a new
+        segment, replicas to wait for, SYNC_FLUSH: the appender is then None and the lane
+        takes nothing)."""
         rt = self._rt
         put = rt.store.nowait_appender()
         if put is None:
             return
         started = perf_counter()
+        # In request order: an answer made without the store, or None for the next of msgs.
+        answers: list[_Answer | None] = []
+        msgs: list[MessageToStore] = []
+        uniqs: list[str] = []
+        for request in requests:
+            built = self._built(ctx, request, lane=True)
+            if built is _Lane.ALONE:
+                break
+            if isinstance(built, _Built):
+                msgs.append(built.msg)
+                uniqs.append(built.uniq)
+                answers.append(None)
+            else:
+                answers.append(built)
         try:
-            for request in requests:
-                result = self._send_message(ctx, request, started, put)
-                if result is _Lane.ALONE:
-                    return
-                out.append(result)
+            self._stored_run(requests, answers, msgs, uniqs, put, out)
         finally:
             rt.store.appended()
             if out:
                 rt.metrics.record_send_latency((perf_counter() - started) * 1000.0, len(out))
 
+    def _stored_run(  # noqa: PLR0917 -- the lane's lists, positional
+        self,
+        requests: Sequence[RemotingCommand],
+        answers: list[_Answer | None],
+        msgs: list[MessageToStore],
+        uniqs: list[str],
+        put: Appender,
+        out: list[NowaitResult],
+    ) -> None:
+        """Store the lane's ``msgs`` and add the answers, in request order, up to the first
+        message the store could not take at once (that request and the rest go alone)."""
+        stored = put.run(msgs, uniqs) if msgs else []
+        if stored is None:  # one by one, as far as they append at once
+            results: list[PutResult] = []
+            for msg in msgs:
+                result = put.one(msg)
+                if result is None:
+                    break
+                results.append(result)
+        config, frame, record = self._rt.config, self._answers.frame, self._record_one
+        k = 0
+        for request, answer in zip(requests, answers, strict=False):
+            if answer is not None:
+                out.append(answer)
+                continue
+            msg, uniq = msgs[k], uniqs[k]
+            if stored is None:
+                if k == len(results):
+                    return
+                record(msg, results[k].stored)
+                out.append(self._put_frame(request, results[k], msg.queue_id, uniq))
+            else:
+                record(msg, True)
+                msg_id, queue_offset = stored[k]
+                out.append(frame(config, request.opaque, ResponseCode.SUCCESS, msg_id,
+                                 msg.queue_id, queue_offset, uniq))  # fmt: skip
+            k += 1
+
     def _send_message(
-        self, ctx: RequestContext, request: RemotingCommand, started: float, put: _Put | None
-    ) -> _Answer | Literal[_Lane.ALONE]:
-        """One send; ``put``: the lane's appender (None: the store's own nowait put)."""
+        self, ctx: RequestContext, request: RemotingCommand, started: float
+    ) -> _Answer:
+        """One send, outside the lane."""
+        built = self._built(ctx, request, lane=False)
+        if not isinstance(built, _Built):
+            if built is _Lane.ALONE:
+                raise AssertionError("a send without the lane was left alone")
+            return built
+        msg, uniq = built.msg, built.uniq
+        if built.batch is not None:
+            return self._send_batch(ctx, request, built.batch, built.topic_config, started)
+        result = self._rt.store.put_message_nowait(msg)
+        if result is not None:  # the hot path: appended, nothing to wait for
+            self._record_one(msg, result.stored)
+            return self._put_frame(request, result, msg.queue_id, uniq)
+        return self._answer_put(
+            msg,
+            lambda: self._put_one(request, msg, msg.queue_id, uniq),
+            lambda put: self._stored_frame(request, msg, put, msg.queue_id, uniq),
+            started,
+        )
+
+    def _built(
+        self, ctx: RequestContext, request: RemotingCommand, lane: bool
+    ) -> _Built | _Answer | Literal[_Lane.ALONE]:
+        """What one send stores (a batch: its header and topic, decoded later), or the refusal;
+        ALONE for the lane (``lane``) where the send needs more than the lane does."""
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
@@ -259,10 +300,8 @@ class SendMessageProcessor:
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            if put is not None:
-                return _Lane.ALONE
-            return self._send_batch(ctx, request, header, topic_config, started)
-        return self._send_one(ctx, request, header, topic_config, started, put)
+            return _Lane.ALONE if lane else _Built(_NO_MESSAGE, "", header, topic_config)
+        return self._message(ctx, request, header, topic_config, lane)
 
     def _ext(self) -> dict[str, str]:
         """The extFields every send response carries."""
@@ -284,15 +323,14 @@ class SendMessageProcessor:
             return h.queue_id
         return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
 
-    def _send_one(  # noqa: PLR0917 -- positional: called per message
+    def _message(
         self,
         ctx: RequestContext,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
-        started: float,
-        put: _Put | None,
-    ) -> _Answer | Literal[_Lane.ALONE]:
+        lane: bool,
+    ) -> _Built | RemotingCommand | Literal[_Lane.ALONE]:
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
@@ -302,7 +340,7 @@ class SendMessageProcessor:
         if fast is not None:
             topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
             text, uniq = fast
-        elif put is not None:
+        elif lane:
             return _Lane.ALONE
         else:
             routed = self._decoded_route(request, h, queue_id, topic_config)
@@ -321,18 +359,7 @@ class SendMessageProcessor:
             properties=text,
             wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
         )
-        result = rt.store.put_message_nowait(msg) if put is None else put(msg)
-        if result is not None:  # the hot path: appended, nothing to wait for
-            self._record_one(msg, result)
-            return self._put_frame(request, result, queue_id, uniq)
-        if put is not None:
-            return _Lane.ALONE
-        return self._answer_put(
-            msg,
-            lambda: self._put_one(request, msg, queue_id, uniq),
-            lambda put: self._stored_frame(request, msg, put, queue_id, uniq),
-            started,
-        )
+        return _Built(msg, uniq, None, topic_config)
 
     def _answer_put(
         self,
@@ -370,15 +397,15 @@ class SendMessageProcessor:
             return self._illegal(request)
         reconsume = h.reconsume_times or 0
         try:
-            topic, queue_id, topic_config = self._handle_retry_and_dlq(
-                request, h, props, queue_id, topic_config
+            topic, queue_id, topic_config = self.route.retry_and_dlq(
+                request.version, h, props, queue_id, topic_config
             )
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         uniq = self._props.ensure_uniq_key(props)
         tran = props.get(MessageConst.TRAN_MSG, "").lower() == "true"
         sys_flag = _sys_flag(h.sys_flag, topic_config)
-        if tran and not (reconsume > 0 and _int_prop(props, MessageConst.DELAY) > 0):
+        if tran and not (reconsume > 0 and int_prop(props, MessageConst.DELAY) > 0):
             if not rt.config.reject_transaction_message:  # a half message (transaction/util.py)
                 topic, queue_id, sys_flag = half_route(topic, queue_id, sys_flag, props)
                 return topic, queue_id, sys_flag, encode_properties(props), uniq
@@ -387,7 +414,7 @@ class SendMessageProcessor:
                 f"the broker[{rt.config.broker_ip1}] sending transaction message is forbidden",
                 ext_fields=self._ext(),
             )
-        routed = self.schedule_route(topic, queue_id, sys_flag, props)
+        routed = self.route.schedule_route(topic, queue_id, sys_flag, props)
         if isinstance(routed, TimerRefusal):
             return request.make_response(routed.code, routed.remark, ext_fields=self._ext())
         topic, queue_id = routed
@@ -402,7 +429,7 @@ class SendMessageProcessor:
         self, request: RemotingCommand, msg: MessageToStore, queue_id: int, uniq: str
     ) -> RemotingCommand:
         result = await self._rt.store.put_message(msg)
-        self._record_one(msg, result)
+        self._record_one(msg, result.stored)
         return self._put_response(request, result, queue_id, uniq)
 
     def _stored_frame(
@@ -415,47 +442,14 @@ class SendMessageProcessor:
     ) -> RemotingCommand | bytes:
         """The answer to a send the store acknowledged later (DLedger's quorum), as its frame:
         the template of the synchronous path, not a command through the header encoder."""
-        self._record_one(msg, result)
+        self._record_one(msg, result.stored)
         return self._put_frame(request, result, queue_id, uniq)
 
-    def _record_one(self, msg: MessageToStore, result: PutResult) -> None:
-        if result.stored:
+    def _record_one(self, msg: MessageToStore, stored: bool) -> None:
+        if stored:
             rt = self._rt
             rt.stats.inc_put()
             rt.metrics.record_put(msg.topic, msg.queue_id, len(msg.body))
-
-    def _handle_retry_and_dlq(
-        self,
-        request: RemotingCommand,
-        h: SendMessageRequestHeader,
-        props: dict[str, str],
-        queue_id: int,
-        topic_config: TopicConfig,
-    ) -> tuple[str, int, TopicConfig]:
-        """``handleRetryAndDLQ``: where the message goes. A ``%RETRY%`` send past its reconsume
-        budget, or while the group holds orderly locks, is redirected to ``%DLQ%<group>`` with
-        ``DELAY=-1`` (set in ``props``)."""
-        if not tv.is_retry_topic(h.topic):
-            return h.topic, queue_id, topic_config
-        rt = self._rt
-        group = h.topic[len(tv.RETRY_GROUP_TOPIC_PREFIX) :]
-        group_config = rt.groups.find(group)
-        if group_config is None:
-            raise RemoteError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
-            )
-        max_times = group_config.retry_max_times
-        if request.version >= V3_4_9 and h.max_reconsume_times is not None:
-            max_times = h.max_reconsume_times
-        reconsume = h.reconsume_times or 0
-        if reconsume > max_times or not rt.locks.is_lock_all_expired(group):
-            props[MessageConst.DELAY] = "-1"
-            dlq = tv.dlq_topic(group)
-            dlq_config = rt.topics.create_in_send_back(
-                dlq, tv.DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE
-            )
-            return dlq, rt.rng.randrange(tv.DLQ_NUMS_PER_GROUP), dlq_config
-        return h.topic, queue_id, topic_config
 
     def _send_batch(
         self,
@@ -580,7 +574,7 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         """``consumerSendMsgBack`` (:mod:`.send_back`)."""
-        return await consumer_send_msg_back(self._rt, self.apply_delay, request)
+        return await consumer_send_msg_back(self._rt, self.route.apply_delay, request)
 
 
 #: What a send answers at once: a command, or a stored send's whole frame.

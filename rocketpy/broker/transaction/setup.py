@@ -89,6 +89,6 @@ class TransactionSetup:
             max_waiting=cfg.end_transaction_pool_queue_capacity,
         )
         rt.gates[gate.name] = gate
-        processor = EndTransactionProcessor(rt, self.service, send.schedule_route)
+        processor = EndTransactionProcessor(rt, self.service, send.route.schedule_route)
         for code, handler in processor.handlers().items():
             registry.register(code, gated(gate, handler))

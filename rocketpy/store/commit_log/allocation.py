@@ -1,7 +1,8 @@
 """Making the commit log's next segment (``AllocateMappedFileService``).
 
-Owns: the segment created ahead of need on the allocation executor, the roll lock, and the roll
-itself (take the segment made ahead when it still starts where the log ends, else make one).
+Owns: the segment created ahead of need on the allocation executor, the roll lock, the roll
+itself (take the segment made ahead when it still starts where the log ends, else make one),
+and an HA slave's first segment (where the master's bytes start).
 Must not: append or flush; a failed creation (a full disk) propagates as ``OSError`` to the
 caller, which decides the answer. Blocking work (create, destroy) runs on the executor.
 """
@@ -57,6 +58,27 @@ class SegmentAllocator:
                 last.written_out()
             mfq.add(mf)
             self.preallocate()
+
+    async def writable_at(self, start: int) -> None:
+        """A last segment to write replicated bytes from commit-log offset ``start`` to (an
+        HA slave's): an empty log's first segment is ``start``'s, written up to it; a full
+        last segment rolls, to the one made ahead as appends do.
+
+        Raises:
+            OSError: the segment could not be created; nothing changed.
+        """
+        mfq = self._mfq
+        last = mfq.last
+        if last is None:
+            async with self.lock:
+                if mfq.last is None:
+                    seg = start - start % mfq.file_size
+                    loop = asyncio.get_running_loop()
+                    mf = await loop.run_in_executor(self._executor, mfq.create_next, seg)
+                    mf.wrote_position = mf.flushed_position = start - seg
+                    mfq.add(mf)
+        elif last.is_full:
+            await self.roll()
 
     def preallocate(self) -> None:
         """Create the segment after the last one on the executor, ahead of need: sized under a

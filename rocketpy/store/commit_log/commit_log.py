@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
-import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
@@ -37,8 +36,16 @@ from rocketpy.common.message.record import (
     record_struct,
 )
 from rocketpy.store.commit_log.allocation import SegmentAllocator
-from rocketpy.store.commit_log.batch_records import Encoded, Shared, write_batch
+from rocketpy.store.commit_log.batch_records import (
+    Encoded,
+    Shared,
+    Written,
+    encode_batch,
+    encode_run,
+    write_batch,
+)
 from rocketpy.store.commit_log.put_types import (
+    Appender,
     MessageBatch,
     MessageToStore,
     PutMessageStatus,
@@ -217,13 +224,13 @@ class CommitLog:
         wait (SYNC_FLUSH, or the current segment is full and the next must be rolled in)."""
         return self._put_nowait(self._append_nowait, msg)
 
-    def nowait_appender(self) -> Callable[[MessageToStore], PutResult | None] | None:
+    def nowait_appender(self) -> Appender | None:
         """:meth:`put_message_nowait` for a run of puts with no await between them: the append
         alone, its checks made once (None where it would not append at once). The caller
         calls :meth:`appended` after the run, which wakes the flush and the reput once."""
         if self.sync_flush or not self.writable or self.disk_full:
             return None
-        return self._append_nowait
+        return Appender(self._append_nowait, self._append_run_nowait)
 
     def appended(self) -> None:
         """A run of :meth:`nowait_appender` ended (whatever it appended)."""
@@ -324,17 +331,7 @@ class CommitLog:
             raise StoreError(f"replicated offset {start_offset} != max offset {self.max_offset}")
         if not data:
             return
-        last = self.mfq.last
-        if last is None:
-            async with self._segments.lock:
-                if self.mfq.last is None:
-                    seg = start_offset - start_offset % self.mfq.file_size
-                    loop = asyncio.get_running_loop()
-                    mf = await loop.run_in_executor(self._alloc_executor, self.mfq.create_next, seg)
-                    mf.wrote_position = mf.flushed_position = start_offset - seg
-                    self.mfq.add(mf)
-        elif last.is_full:
-            await self._segments.roll()  # the segment made ahead, as appends use
+        await self._segments.writable_at(start_offset)
         last = self.mfq.last
         if last is None:
             raise StoreError("no segment to append replicated bytes to")
@@ -364,7 +361,7 @@ class CommitLog:
         if body_len > self.config.max_message_size:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         topic_text = m.topic
-        topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
+        topic = self._topic(topic_text)
         text = m.properties
         props = text.encode()
         props_len = len(props)
@@ -387,13 +384,24 @@ class CommitLog:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
         queue_offset = self._take_queue_offsets(topic_text, queue_id, sys_flag, 1)
-        self._place(
-            mf, pos, st, topic_text, topic, queue_id, m.flag, body, text, props, queue_offset,
-            sys_flag, m.born_timestamp, born, now, m.reconsume_times,
-            m.prepared_transaction_offset,
-        )  # fmt: skip
-        self.last_store_timestamp = now
         wrote = mf.file_from_offset + pos
+        prepared = m.prepared_transaction_offset
+        # One pack_into for the record, and its dispatch hint: what the reput would otherwise
+        # parse back.
+        st.pack_into(
+            mf.buffer, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
+            crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, wrote,
+            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+            | self._store_v6_flag, m.born_timestamp, born, now, self._store_host_bytes,
+            m.reconsume_times, prepared, body_len, body, topic_len, topic, props_len, props,
+        )  # fmt: skip
+        mf.wrote_position = pos + size
+        if self._may_hint(wrote):
+            self.dispatch_hints.append(DispatchRequest(
+                topic_text, queue_id, wrote, size, tags_code_of(text), now, queue_offset, text,
+                sys_flag, prepared,
+            ))  # fmt: skip
+        self.last_store_timestamp = now
         msg_id = f"{self._msg_id_prefix}{wrote:016X}"
         return PutResult(PutMessageStatus.PUT_OK, wrote, size, msg_id, queue_offset, now, 1)
 
@@ -407,57 +415,99 @@ class CommitLog:
         items = batch.items
         if not items:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        max_body = self.config.max_message_size
-        topic_text = batch.topic
-        topic = self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
-        topic_len = len(topic)
-        v2 = topic_len > 127
-        born = pack_address(batch.born_host)
-        born_len = len(born)
-        store_len = len(self._store_host_bytes)
-        encoded: list[Encoded] = []
-        total = 0
         if not batch_fields_fit(batch) or batch.sys_flag & TRANSACTION_TYPE_MASK:
             # As in _append_nowait; and a batch is never transactional (asyncPutMessages).
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        for flag, body, text in items:
-            body_len = len(body)
-            if body_len > max_body:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            props = text.encode()
-            if len(props) > MAX_PROPERTIES_BYTES:
-                return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-            st = record_struct(born_len, store_len, body_len, topic_len, len(props), v2)
-            encoded.append((flag, body, text, props, st))
-            total += st.size
+        topic_text = batch.topic
+        born = pack_address(batch.born_host)
+        encoding = encode_batch(
+            batch, len(self._topic(topic_text)), len(born), len(self._store_host_bytes),
+            self.config.max_message_size,
+        )  # fmt: skip
+        if isinstance(encoding, PutMessageStatus):
+            return PutResult(encoding)
+        encoded, total = encoding
         start = mf.wrote_position
         fits = room_or_blank(mf, start, total)
         if not fits:
             return None if fits is None else PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         now = self.clock.wall_ms()
-        first = self._take_queue_offsets(batch.topic, batch.queue_id, batch.sys_flag, len(items))
-        sys_flag = (
-            (batch.sys_flag & _CLEAR_HOST_FLAGS)
-            | (BORNHOST_V6_FLAG if born_len == 20 else 0)
-            | self._store_v6_flag
+        first, out = self._write_queue(
+            mf, start, topic_text, batch.queue_id, batch.sys_flag, born, now, encoded, batch.uniqs
         )
+        self.last_store_timestamp = now
+        return PutResult(
+            PutMessageStatus.PUT_OK, mf.file_from_offset + start, total, ",".join(out.ids),
+            first, now, len(items),
+        )  # fmt: skip
+
+    def _append_run_nowait(
+        self, run: list[MessageToStore], uniqs: list[str]
+    ) -> list[tuple[str, int]] | None:
+        """The send lane's single messages (``run``, with their UNIQ_KEYs), written as one
+        batch per queue (a queue's records in ``run``'s order, the queues in the order of
+        their first message): each message's id and queue offset, in ``run``'s order. None,
+        with nothing written, when they do not all fit the current segment or one is not a
+        plain record (see :func:`encode_run`): each then goes through :meth:`_append_nowait`,
+        which answers for it."""
+        mf = self.mfq.last
+        if mf is None:
+            return None
+        encoding = encode_run(
+            run, self._topic, len(self._store_host_bytes), self.config.max_message_size
+        )
+        if encoding is None:
+            return None
+        queues, encoded, total = encoding
+        start = mf.wrote_position
+        if total + BLANK_SIZE > mf.size - start:
+            return None
+        now = self.clock.wall_ms()
+        ids: list[tuple[str, int]] = [("", 0)] * len(run)
+        for (topic_text, queue_id), (sys_flag, born_host, members) in queues.items():
+            first, out = self._write_queue(
+                mf, mf.wrote_position, topic_text, queue_id, sys_flag, pack_address(born_host),
+                now, [encoded[i] for i in members], [uniqs[i] for i in members],
+            )  # fmt: skip
+            for i, msg_id in zip(members, out.ids, strict=True):
+                ids[i] = (msg_id, first)
+                first += 1
+        self.last_store_timestamp = now
+        return ids
+
+    def _write_queue(  # noqa: PLR0917 -- positional: called per batch
+        self,
+        mf: MappedFile,
+        start: int,
+        topic_text: str,
+        queue_id: int,
+        sys_flag: int,
+        born: bytes,
+        now: int,
+        encoded: list[Encoded],
+        uniqs: list[str] | None,
+    ) -> tuple[int, Written]:
+        """Write one queue's ``encoded`` records from ``start`` (room checked) at its next
+        queue offsets and leave their :class:`BatchHint`: the first offset, what was written."""
+        topic = self._topic(topic_text)
+        first = self._take_queue_offsets(topic_text, queue_id, sys_flag, len(encoded))
         shared = Shared(
-            MAGIC_V2 if v2 else MAGIC_V1, batch.queue_id, sys_flag, batch.born_timestamp, born,
-            now, self._store_host_bytes, batch.reconsume_times, topic,
+            MAGIC_V2 if len(topic) > 127 else MAGIC_V1, queue_id,
+            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+            | self._store_v6_flag, born, now, self._store_host_bytes, topic,
         )  # fmt: skip
         out = write_batch(mf.buffer, start, mf.file_from_offset, self._msg_id_prefix, shared,
                           first, encoded)  # fmt: skip
         mf.wrote_position = out.end
         if self._may_hint(mf.file_from_offset + start):
             self.dispatch_hints.append(BatchHint(
-                topic_text, batch.queue_id, now, first, batch.sys_flag, out.units, out.texts,
-                batch.uniqs,
+                topic_text, queue_id, now, first, sys_flag, out.units, out.texts, uniqs,
             ))  # fmt: skip
-        self.last_store_timestamp = now
-        return PutResult(
-            PutMessageStatus.PUT_OK, mf.file_from_offset + start, total, ",".join(out.ids),
-            first, now, len(items),
-        )  # fmt: skip
+        return first, out
+
+    def _topic(self, topic_text: str) -> bytes:
+        """``topic_text`` encoded (remembered)."""
+        return self._topic_bytes.get(topic_text) or self._topic_of(topic_text)
 
     def _topic_of(self, topic_text: str) -> bytes:
         """``topic_text`` encoded, remembered (bounded: a broker has few topics)."""
@@ -476,47 +526,6 @@ class CommitLog:
         first = table.get(key, 0)
         table[key] = first + count
         return first
-
-    def _place(  # noqa: PLR0917 -- positional: called per record
-        self,
-        mf: MappedFile,
-        pos: int,
-        st: struct.Struct,
-        topic_text: str,
-        topic: bytes,
-        queue_id: int,
-        flag: int,
-        body: bytes,
-        text: str,
-        props: bytes,
-        queue_offset: int,
-        sys_flag: int,
-        born_timestamp: int,
-        born: bytes,
-        now: int,
-        reconsume_times: int,
-        prepared_offset: int,
-    ) -> None:
-        """Write one record at ``pos`` (room checked) with ``st`` (its :func:`record_struct`)
-        and queue its dispatch hint, the :class:`DispatchRequest` the reput would otherwise
-        parse back: one ``pack_into`` and one request, for single and batch appends alike."""
-        wrote = mf.file_from_offset + pos
-        size = st.size
-        topic_len = len(topic)
-        st.pack_into(
-            mf.buffer, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
-            crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, wrote,
-            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | self._store_v6_flag, born_timestamp, born, now, self._store_host_bytes,
-            reconsume_times, prepared_offset, len(body), body, topic_len, topic, len(props),
-            props,
-        )  # fmt: skip
-        mf.wrote_position = pos + size
-        if self._may_hint(wrote):
-            self.dispatch_hints.append(DispatchRequest(
-                topic_text, queue_id, wrote, size, tags_code_of(text), now, queue_offset, text,
-                sys_flag, prepared_offset,
-            ))  # fmt: skip
 
     def _may_hint(self, offset: int) -> bool:
         """Whether a record written at ``offset`` may leave its hint (within both bounds)."""

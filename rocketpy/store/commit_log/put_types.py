@@ -1,17 +1,17 @@
 """What a commit-log append takes and returns: one message, a batch, the outcome.
 
 Owns: :class:`MessageToStore` (``MessageExtBrokerInner``), :class:`MessageBatch`
-(``MessageExtBatch``), :class:`PutResult` (``PutMessageResult`` + ``AppendMessageResult``) and
-:class:`PutMessageStatus`: the one vocabulary of a put, used by the store, the broker's send
-path and HA alike. Pure values.
+(``MessageExtBatch``), :class:`PutResult` (``PutMessageResult`` + ``AppendMessageResult``),
+:class:`PutMessageStatus` and the send lane's :class:`Appender`: the one vocabulary of a put,
+used by the store, the broker's send path and HA alike. Pure values.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Self
+from typing import Final, NamedTuple, Self
 
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import encode_properties, waits_for_store
@@ -167,3 +167,14 @@ def _flags_fit(items: list[tuple[int, bytes, str]]) -> bool:
         return True
     flags: list[int] = [item[0] for item in items]
     return min(flags) >= JAVA_INT_MIN and max(flags) <= JAVA_INT_MAX
+
+
+class Appender(NamedTuple):
+    """The send lane's appends, with no await (``nowait_appender``): ``one`` as
+    ``put_message_nowait``; ``run`` a run of single messages with their UNIQ_KEYs, written
+    together: each one's message id and queue offset in the run's order, or None -- nothing
+    written -- where ``one`` must take them in turn (a new segment, a record that is not a
+    plain message)."""
+
+    one: Callable[[MessageToStore], PutResult | None]
+    run: Callable[[list[MessageToStore], list[str]], list[tuple[str, int]] | None]

@@ -13,6 +13,8 @@ import struct
 
 import pytest
 
+from rocketpy.broker.service import BrokerService
+from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.properties import encode_properties
@@ -127,3 +129,101 @@ async def test_a_malformed_frame_after_sends_ends_the_read_after_their_answers(
         str(i) for i in range(1, 7)
     ]
     await dispatched(broker, TOPIC, 7)
+
+
+def _to_queue(client: JavaLikeClient, i: int, queue_id: int, body: bytes) -> bytes:
+    props = {"UNIQ_KEY": f"RUN{i:029d}", "WAIT": "true", "KEYS": f"key{i}"}
+    ext = client.send_header(TOPIC, queue_id, props)
+    return encode_frame(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body))
+
+
+async def test_a_run_over_four_queues_is_stored_per_queue_in_request_order(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A first send to each of queues 0..3 makes the topic and the first segment.
+    2. One write carries 24 sends, round robin over the 4 queues (as a producer spreads
+    them). Expected: all SUCCESS; each queue's sends hold its offsets 1..6 in the order
+    written; each answer's msgId names the record of that send (its body, its queue and
+    offset); a pull of each queue reads them in order; the key index finds each by KEYS
+    and by UNIQ_KEY."""
+    broker = await broker_factory()
+    for q in range(4):
+        first = await client.send(broker.address, TOPIC, b"first", queue_id=q)
+        assert first.code == ResponseCode.SUCCESS
+    frames = [_to_queue(client, i, i % 4, f"r{i}".encode()) for i in range(24)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames))
+        await writer.drain()
+        answers = await _answers(reader, len(frames))
+    finally:
+        writer.close()
+    assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
+    for i, frame in enumerate(frames):
+        ext = answers[_opaque(frame)].ext_fields or {}
+        assert (ext["queueId"], ext["queueOffset"]) == (str(i % 4), str(1 + i // 4))
+        assert ext["transactionId"] == f"RUN{i:029d}"
+        stored = broker.store.look_message_by_offset(int(ext["msgId"][-16:], 16))
+        assert stored is not None
+        assert (stored.body, stored.queue_id, stored.queue_offset) == (
+            f"r{i}".encode(), i % 4, 1 + i // 4,
+        )  # fmt: skip
+    await client.heartbeat(broker.address, "g", (subscription(TOPIC),))
+    for q in range(4):
+        await dispatched(broker, TOPIC, 7, q)
+        pulled = await client.pull(broker.address, "g", TOPIC, 1, queue_id=q, max_nums=32)
+        assert [m.body for m in decode_records(pulled.body or b"")] == [
+            f"r{i}".encode() for i in range(q, 24, 4)
+        ]
+    await wait_until(lambda: _found(broker, "key23") and _found(broker, f"RUN{23:029d}"), 5)
+    for i in range(24):
+        assert _found(broker, f"key{i}") == [f"r{i}".encode()]
+        assert _found(broker, f"RUN{i:029d}") == [f"r{i}".encode()]
+
+
+def _found(broker: BrokerService, key: str) -> list[bytes]:
+    """The bodies the key index finds for ``key`` in TOPIC."""
+    result = broker.store.query_message(TOPIC, key, 32, 0, 2**62)
+    return [broker.store.decode_message(raw).body for raw in result.records]
+
+
+async def test_a_run_crossing_segment_ends_is_stored_whole_and_in_order(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A first send to each of queues 0..3 makes the topic and the first 64 KiB segment.
+    2. One write carries 200 sends of 1 KiB bodies round robin over the 4 queues: about
+    three segments' worth, so runs do not fit what is left of a segment (their messages then
+    go one by one up to its end, the rest alone through a roll, where sends waiting for the
+    segment may take their offsets in any order, as upstream's send threads). Expected: all
+    SUCCESS; each queue's sends hold its offsets 1..50; a pull of each queue reads at each
+    offset the body of the send answered with it."""
+    broker = await broker_factory()
+    for q in range(4):
+        assert (await client.send(broker.address, TOPIC, b"f", queue_id=q)).code == 0
+    bodies = [bytes([65 + i % 26]) * 1000 + f"{i:04d}".encode() for i in range(200)]
+    frames = [_to_queue(client, i, i % 4, body) for i, body in enumerate(bodies)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames))
+        await writer.drain()
+        answers = await _answers(reader, len(frames))
+    finally:
+        writer.close()
+    assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
+    assert len(broker.store.store.commit_log.mfq.files) >= 3
+    await client.heartbeat(broker.address, "g", (subscription(TOPIC),))
+    for q in range(4):
+        sent = {
+            int((answers[_opaque(frames[i])].ext_fields or {})["queueOffset"]): bodies[i]
+            for i in range(q, 200, 4)
+        }
+        assert sorted(sent) == list(range(1, 51))
+        await dispatched(broker, TOPIC, 51, q)
+        got: list[bytes] = []
+        while len(got) < 50:
+            pulled = await client.pull(
+                broker.address, "g", TOPIC, 1 + len(got), queue_id=q, max_nums=32
+            )
+            assert pulled.code == ResponseCode.SUCCESS
+            got += [m.body for m in decode_records(pulled.body or b"")]
+        assert got == [sent[offset] for offset in range(1, 51)]

@@ -45,7 +45,7 @@ async def send_half(h: Harness, topic: str = "TxnT", uniq: str = "U1") -> Stored
 def wire_txn(h: Harness) -> TransactionalMessageService:
     """The service over the harness store, END_TRANSACTION registered."""
     svc = TransactionalMessageService(h.rt, put=h.store.put_message)
-    h.handlers.update(EndTransactionProcessor(h.rt, svc, h.send.apply_delay).handlers())
+    h.handlers.update(EndTransactionProcessor(h.rt, svc, h.send.route.apply_delay).handlers())
     return svc
 
 
