@@ -20,7 +20,7 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from time import perf_counter
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -84,15 +84,9 @@ class _Lane(enum.Enum):
     ALONE = 0
 
 
-class _Built(NamedTuple):
-    """A send past its checks: the message to store and its UNIQ_KEY; for a batch its header
-    instead (the message is a placeholder), decoded by ``_send_batch``."""
-
-    msg: MessageToStore
-    uniq: str
-    batch: SendMessageRequestHeader | None
-    topic_config: TopicConfig
-
+#: A send past its checks: the message to store and its UNIQ_KEY; for a batch its header
+#: instead (the message a placeholder), decoded by ``_send_batch``, and the topic's config.
+_Built = tuple[MessageToStore, str, SendMessageRequestHeader | None, TopicConfig]
 
 _NO_MESSAGE: Final = MessageToStore(topic="", queue_id=0, body=b"")
 
@@ -203,9 +197,9 @@ class SendMessageProcessor:
             built = self._built(ctx, request, lane=True)
             if built is _Lane.ALONE:
                 break
-            if isinstance(built, _Built):
-                msgs.append(built.msg)
-                uniqs.append(built.uniq)
+            if isinstance(built, tuple):
+                msgs.append(built[0])
+                uniqs.append(built[1])
                 answers.append(None)
             else:
                 answers.append(built)
@@ -228,6 +222,8 @@ class SendMessageProcessor:
         """Store the lane's ``msgs`` and add the answers, in request order, up to the first
         message the store could not take at once (that request and the rest go alone)."""
         stored = put.run(msgs, uniqs) if msgs else []
+        if stored:
+            self._rt.stats.inc_put(len(stored))
         if stored is None:  # one by one, as far as they append at once
             results: list[PutResult] = []
             for msg in msgs:
@@ -235,7 +231,11 @@ class SendMessageProcessor:
                 if result is None:
                     break
                 results.append(result)
-        config, frame, record = self._rt.config, self._answers.frame, self._record_one
+        config, frame, put_metric = (
+            self._rt.config,
+            self._answers.frame,
+            self._rt.metrics.record_put,
+        )
         k = 0
         for request, answer in zip(requests, answers, strict=False):
             if answer is not None:
@@ -245,10 +245,10 @@ class SendMessageProcessor:
             if stored is None:
                 if k == len(results):
                     return
-                record(msg, results[k].stored)
+                self._record_one(msg, results[k].stored)
                 out.append(self._put_frame(request, results[k], msg.queue_id, uniq))
             else:
-                record(msg, True)
+                put_metric(msg.topic, msg.queue_id, len(msg.body))
                 msg_id, queue_offset = stored[k]
                 out.append(frame(config, request.opaque, ResponseCode.SUCCESS, msg_id,
                                  msg.queue_id, queue_offset, uniq))  # fmt: skip
@@ -259,13 +259,13 @@ class SendMessageProcessor:
     ) -> _Answer:
         """One send, outside the lane."""
         built = self._built(ctx, request, lane=False)
-        if not isinstance(built, _Built):
+        if not isinstance(built, tuple):
             if built is _Lane.ALONE:
                 raise AssertionError("a send without the lane was left alone")
             return built
-        msg, uniq = built.msg, built.uniq
-        if built.batch is not None:
-            return self._send_batch(ctx, request, built.batch, built.topic_config, started)
+        msg, uniq, batch, topic_config = built
+        if batch is not None:
+            return self._send_batch(ctx, request, batch, topic_config, started)
         result = self._rt.store.put_message_nowait(msg)
         if result is not None:  # the hot path: appended, nothing to wait for
             self._record_one(msg, result.stored)
@@ -300,7 +300,7 @@ class SendMessageProcessor:
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return _Lane.ALONE if lane else _Built(_NO_MESSAGE, "", header, topic_config)
+            return _Lane.ALONE if lane else (_NO_MESSAGE, "", header, topic_config)
         return self._message(ctx, request, header, topic_config, lane)
 
     def _ext(self) -> dict[str, str]:
@@ -357,9 +357,10 @@ class SendMessageProcessor:
             born_host=_parse_host(ctx.channel.peer),
             reconsume_times=h.reconsume_times or 0,
             properties=text,
-            wait_store=waits_for_store(property_value(text, MessageConst.WAIT)),
+            # The lane runs only where no put waits (its appender is None otherwise).
+            wait_store=lane or waits_for_store(property_value(text, MessageConst.WAIT)),
         )
-        return _Built(msg, uniq, None, topic_config)
+        return msg, uniq, None, topic_config
 
     def _answer_put(
         self,

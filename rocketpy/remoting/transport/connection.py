@@ -416,7 +416,11 @@ class Connection(asyncio.Protocol):
             if not settled:
                 break
             for request, result in zip(batch, settled, strict=False):
-                self._deliver(request, result)
+                if type(result) is bytes and not self._closed:
+                    # A stored send's frame: data_received writes what its read answered.
+                    self._out.append(result)
+                else:
+                    self._deliver(request, result)
             i += len(settled)
             if i < end:  # the run stopped at this request: it goes alone
                 self._on_command(cmds[i])
