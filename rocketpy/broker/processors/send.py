@@ -347,19 +347,14 @@ class SendMessageProcessor:
             if isinstance(routed, RemotingCommand):
                 return routed
             topic, queue_id, sys_flag, text, uniq = routed
+        # Positional (per message): topic, queue id, body, flag, sys flag, born timestamp and
+        # host, reconsume times, prepared offset, properties, wait_store -- the lane runs only
+        # where no put waits (its appender is None otherwise).
         msg = MessageToStore(
-            topic=topic,
-            queue_id=queue_id,
-            body=body,
-            flag=h.flag,
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=_parse_host(ctx.channel.peer),
-            reconsume_times=h.reconsume_times or 0,
-            properties=text,
-            # The lane runs only where no put waits (its appender is None otherwise).
-            wait_store=lane or waits_for_store(property_value(text, MessageConst.WAIT)),
-        )
+            topic, queue_id, body, h.flag, sys_flag, h.born_timestamp,
+            _parse_host(ctx.channel.peer), h.reconsume_times or 0, 0, text,
+            lane or waits_for_store(property_value(text, MessageConst.WAIT)),
+        )  # fmt: skip
         return msg, uniq, None, topic_config
 
     def _answer_put(

@@ -125,6 +125,7 @@ def encode_run(
     queues: Queues = {}
     encoded: list[Encoded] = []
     total = 0
+    shapes: dict[tuple[str, int], tuple[int, int]] = {}  # a queue's born and topic lengths
     for i, m in enumerate(run):
         body, text = m.body, m.properties
         props = text.encode()
@@ -135,19 +136,17 @@ def encode_run(
             or not fields_fit(m)
         ):
             return None
-        topic_len = len(topic(m.topic))
-        st = record_struct(
-            len(pack_address(m.born_host)), store_len, len(body), topic_len, len(props),
-            topic_len > 127,
-        )  # fmt: skip
-        encoded.append((m.flag, m.born_timestamp, m.reconsume_times, body, text, props, st))
-        total += st.size
         key = (m.topic, m.queue_id)
         queue = queues.get(key)
         if queue is None:
             queues[key] = (m.sys_flag, m.born_host, [i])
+            shapes[key] = (len(pack_address(m.born_host)), len(topic(m.topic)))
         elif queue[0] == m.sys_flag and queue[1] == m.born_host:
             queue[2].append(i)
         else:
             return None
+        born_len, topic_len = shapes[key]
+        st = record_struct(born_len, store_len, len(body), topic_len, len(props), topic_len > 127)
+        encoded.append((m.flag, m.born_timestamp, m.reconsume_times, body, text, props, st))
+        total += st.size
     return queues, encoded, total
