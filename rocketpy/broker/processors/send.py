@@ -181,9 +181,9 @@ class SendMessageProcessor:
         store's checks made once, the reput woken once and one latency observation (their
         answers go out together at the end of the read). It stops at the first request it
         cannot answer at once: a batch, one whose properties the broker must read or change
-        (retry topics, delays, transactions, timers), or one the store cannot append now (a new
-        segment, replicas to wait for, SYNC_FLUSH: the appender is then None and the lane
-        takes nothing)."""
+        (retry topics, delays, transactions, timers), one whose checks raise (alone, it gets
+        its error answer), or one the store cannot append now (a new segment, replicas to wait
+        for, SYNC_FLUSH: the appender is then None and the lane takes nothing)."""
         rt = self._rt
         put = rt.store.nowait_appender()
         if put is None:
@@ -194,7 +194,10 @@ class SendMessageProcessor:
         msgs: list[MessageToStore] = []
         uniqs: list[str] = []
         for request in requests:
-            built = self._built(ctx, request, lane=True)
+            try:
+                built = self._built(ctx, request, lane=True)
+            except Exception:  # noqa: BLE001 - alone, it is answered with its error
+                break  # (the sends before it are stored and answered first)
             if built is _Lane.ALONE:
                 break
             if isinstance(built, tuple):

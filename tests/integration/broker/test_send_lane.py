@@ -227,3 +227,31 @@ async def test_a_run_crossing_segment_ends_is_stored_whole_and_in_order(
             assert pulled.code == ResponseCode.SUCCESS
             got += [m.body for m in decode_records(pulled.body or b"")]
         assert got == [sent[offset] for offset in range(1, 51)]
+
+
+async def test_a_send_whose_header_does_not_decode_is_answered_alone_between_stored_ones(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """1. A first send makes the topic and the first segment. 2. One write carries 3 sends, a
+    send whose queueId is not a number, and 3 more sends. Expected: the bad one alone gets an
+    error answer; the 6 others SUCCESS with queue offsets 1..6 in the order written (the
+    lane stores those before it, then goes on after it)."""
+    broker = await broker_factory()
+    assert (await client.send(broker.address, TOPIC, b"first")).code == ResponseCode.SUCCESS
+    ext = client.send_header(TOPIC, 0, {"UNIQ_KEY": "BAD" + "0" * 29, "WAIT": "true"})
+    ext["e"] = "x"
+    bad = encode_frame(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"bad"))
+    good = [_send(client, i) for i in range(6)]
+    frames = [*good[:3], bad, *good[3:]]
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames))
+        await writer.drain()
+        answers = await _answers(reader, len(frames))
+    finally:
+        writer.close()
+    assert answers[_opaque(bad)].code != ResponseCode.SUCCESS
+    assert [(answers[_opaque(f)].ext_fields or {}).get("queueOffset") for f in good] == [
+        str(i) for i in range(1, 7)
+    ]
+    await dispatched(broker, TOPIC, 7)
