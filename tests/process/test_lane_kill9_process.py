@@ -1,0 +1,121 @@
+"""SIGKILL of a broker while a pipelining producer's sends go through the send lane.
+
+A raw socket writes 3,000 sends at once (round robin over 4 queues, as a producer spreads
+them): the broker reads them many to a read and stores each read's sends as one batch per
+queue. The broker is killed once 2,000 answers have arrived, sends still in flight; a new
+broker on the same store must hold every acknowledged send at the queue offset its answer
+named (ASYNC_FLUSH: the records are in the page cache, which a process kill keeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+
+from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.remoting.protocol.command import RemotingCommand
+from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
+from tests.helpers.broker_client import JavaLikeClient, decode_records
+from tests.helpers.processes import Daemon, start_broker, start_namesrv
+
+pytestmark = pytest.mark.process
+
+TOPIC = "LaneKill"
+SENDS = 3000
+KILL_AFTER = 2000
+
+
+def _frame(client: JavaLikeClient, i: int) -> tuple[int, bytes, bytes]:
+    """Send ``i``: its opaque, body and frame."""
+    body = f"lane-{i:05d}-".encode() * (1 + i % 9)
+    ext = client.send_header(TOPIC, i % 4, {"UNIQ_KEY": f"K{i:031d}", "WAIT": "true"})
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
+    return request.opaque, body, encode_frame(request)
+
+
+async def _send_then_kill(addr: str, broker: Daemon) -> dict[tuple[int, int], bytes]:
+    """Pipeline the sends; SIGKILL the broker after KILL_AFTER answers. The acknowledged
+    sends' (queue, offset) -> body."""
+    client = JavaLikeClient()
+    sends = [_frame(client, i) for i in range(SENDS)]
+    by_opaque = {opaque: (i, body) for i, (opaque, body, _) in enumerate(sends)}
+    acked: dict[tuple[int, int], bytes] = {}
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(b"".join(frame for _, _, frame in sends))
+        async with asyncio.timeout(60):
+            while len(acked) < KILL_AFTER:
+                (length,) = struct.unpack(">i", await reader.readexactly(4))
+                answer = decode_frame(await reader.readexactly(length))
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                i, body = by_opaque[answer.opaque]
+                ext = answer.ext_fields or {}
+                assert ext["queueId"] == str(i % 4)
+                acked[(i % 4, int(ext["queueOffset"]))] = body
+        broker.proc.send_signal(signal.SIGKILL)
+    finally:
+        writer.close()
+        await client.close()
+    return acked
+
+
+async def _read(addr: str, queue_id: int, upto: int) -> dict[int, bytes]:
+    """Queue ``queue_id``'s offsets 0..upto-1 -> body."""
+    client = JavaLikeClient()
+    got: dict[int, bytes] = {}
+    try:
+        offset = 0
+        async with asyncio.timeout(30):
+            while offset < upto:
+                resp = await client.pull(
+                    addr, "reader", TOPIC, offset, queue_id=queue_id, expression="*",
+                    suspend_ms=1000,
+                )  # fmt: skip
+                if resp.code == ResponseCode.SUCCESS and resp.body is not None:
+                    for m in decode_records(resp.body):
+                        got[m.queue_offset] = m.body
+                offset = int(resp.ext("nextBeginOffset") or offset)
+    finally:
+        await client.close()
+    return got
+
+
+@pytest.mark.parametrize("sizes", ["64KiB", "default"])
+def test_sigkill_during_pipelined_sends_keeps_every_acknowledged_one(
+    tmp_path: Path, sizes: str
+) -> None:
+    """1. A broker with ASYNC_FLUSH (64 KiB commit-log segments, or the default 1 GiB).
+    2. 3,000 pipelined sends over 4 queues; SIGKILL once 2,000 are answered.
+    3. A broker on the same store.
+    Expected: every answered send's body at its (queue, offset), read back by pulls."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    store = tmp_path / "store"
+    extra = ""
+    if sizes == "default":
+        extra = "mappedFileSizeCommitLog=1073741824\nmappedFileSizeConsumeQueue=6000000\n"
+    try:
+        broker, addr = start_broker(tmp_path, ns_addr, store=store, extra=extra)
+        try:
+            acked = asyncio.run(_send_then_kill(addr, broker))
+        finally:
+            broker.proc.send_signal(signal.SIGKILL)
+            broker.stop()
+        assert (store / "abort").exists()
+        segments = sorted((store / "commitlog").iterdir())
+        assert segments[0].stat().st_size == (1 << 30 if sizes == "default" else 65536)
+        assert len(segments) >= (1 if sizes == "default" else 5)  # the 64 KiB log rolled
+        again, addr2 = start_broker(tmp_path, ns_addr, store=store, extra=extra)
+        try:
+            for q in range(4):
+                mine = {offset: body for (queue, offset), body in acked.items() if queue == q}
+                got = asyncio.run(_read(addr2, q, max(mine) + 1))
+                assert {offset: got.get(offset) for offset in mine} == mine
+        finally:
+            assert again.stop() == 0, again.output()
+    finally:
+        namesrv.stop()
