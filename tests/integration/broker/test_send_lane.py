@@ -62,6 +62,19 @@ def _opaque(frame: bytes) -> int:
     return decode_frame(frame[4:]).opaque
 
 
+async def _write_and_answers(
+    broker: BrokerService, frames: list[bytes], count: int
+) -> dict[int, RemotingCommand]:
+    """Write ``frames`` in one write on a new connection; the ``count`` answers, by opaque."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
+    try:
+        writer.write(b"".join(frames))
+        await writer.drain()
+        return await _answers(reader, count)
+    finally:
+        writer.close()
+
+
 async def test_sends_of_one_read_are_answered_and_stored_in_their_order(
     broker_factory: BrokerFactory, client: JavaLikeClient
 ) -> None:
@@ -83,13 +96,7 @@ async def test_sends_of_one_read_are_answered_and_stored_in_their_order(
     tail = [_send(client, i) for i in range(16, 19)]
     frames = [*plain[:10], delayed, batch, *plain[10:], oneway, *tail]
     answered = [f for f in frames if f is not oneway]
-    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
-    try:
-        writer.write(b"".join(frames))
-        await writer.drain()
-        answers = await _answers(reader, len(answered))
-    finally:
-        writer.close()
+    answers = await _write_and_answers(broker, frames, len(answered))
     assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
     in_order = [*plain, tail[0], tail[1], tail[2]]
     offsets = [answers[_opaque(f)].ext_fields["queueOffset"] for f in in_order]
@@ -151,13 +158,7 @@ async def test_a_run_over_four_queues_is_stored_per_queue_in_request_order(
         first = await client.send(broker.address, TOPIC, b"first", queue_id=q)
         assert first.code == ResponseCode.SUCCESS
     frames = [_to_queue(client, i, i % 4, f"r{i}".encode()) for i in range(24)]
-    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
-    try:
-        writer.write(b"".join(frames))
-        await writer.drain()
-        answers = await _answers(reader, len(frames))
-    finally:
-        writer.close()
+    answers = await _write_and_answers(broker, frames, len(frames))
     assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
     for i, frame in enumerate(frames):
         ext = answers[_opaque(frame)].ext_fields or {}
@@ -202,13 +203,7 @@ async def test_a_run_crossing_segment_ends_is_stored_whole_and_in_order(
         assert (await client.send(broker.address, TOPIC, b"f", queue_id=q)).code == 0
     bodies = [bytes([65 + i % 26]) * 1000 + f"{i:04d}".encode() for i in range(200)]
     frames = [_to_queue(client, i, i % 4, body) for i, body in enumerate(bodies)]
-    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
-    try:
-        writer.write(b"".join(frames))
-        await writer.drain()
-        answers = await _answers(reader, len(frames))
-    finally:
-        writer.close()
+    answers = await _write_and_answers(broker, frames, len(frames))
     assert {a.code for a in answers.values()} == {ResponseCode.SUCCESS}
     assert len(broker.store.store.commit_log.mfq.files) >= 3
     await client.heartbeat(broker.address, "g", (subscription(TOPIC),))
@@ -243,13 +238,7 @@ async def test_a_send_whose_header_does_not_decode_is_answered_alone_between_sto
     bad = encode_frame(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"bad"))
     good = [_send(client, i) for i in range(6)]
     frames = [*good[:3], bad, *good[3:]]
-    reader, writer = await asyncio.open_connection("127.0.0.1", broker.server.port)
-    try:
-        writer.write(b"".join(frames))
-        await writer.drain()
-        answers = await _answers(reader, len(frames))
-    finally:
-        writer.close()
+    answers = await _write_and_answers(broker, frames, len(frames))
     assert answers[_opaque(bad)].code != ResponseCode.SUCCESS
     assert [(answers[_opaque(f)].ext_fields or {}).get("queueOffset") for f in good] == [
         str(i) for i in range(1, 7)
