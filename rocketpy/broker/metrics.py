@@ -124,12 +124,18 @@ class BrokerMetrics:
         hist.observe(nbytes)
 
     def record_puts(self, topic: str, queue_id: int, sizes: list[int]) -> None:
-        """A batch of messages (body sizes ``sizes``) was stored in one queue: as many
-        :meth:`record_put` calls, with one row update and one observation per distinct size."""
+        """Messages of body sizes ``sizes`` (a batch, or the send lane's run) were stored in
+        one queue: as many :meth:`record_put` calls, with one row update and one observation
+        per distinct size."""
+        if not sizes:
+            return
         row = self._row(topic, queue_id)
         row[_PUT_MSGS] += len(sizes)
         row[_PUT_BYTES] += sum(sizes)
         hist = self._size_histogram(topic)
+        if min(sizes) == max(sizes):  # one size (a producer's usual run): no Counter
+            hist.observe(sizes[0], len(sizes))
+            return
         for size, count in Counter(sizes).items():
             hist.observe(size, count)
 

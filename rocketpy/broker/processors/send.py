@@ -234,11 +234,8 @@ class SendMessageProcessor:
                 if result is None:
                     break
                 results.append(result)
-        config, frame, put_metric = (
-            self._rt.config,
-            self._answers.frame,
-            self._rt.metrics.record_put,
-        )
+        config, frame = self._rt.config, self._answers.frame
+        sizes: dict[tuple[str, int], list[int]] = {}  # the run's stored body sizes by queue
         k = 0
         for request, answer in zip(requests, answers, strict=False):
             if answer is not None:
@@ -251,11 +248,17 @@ class SendMessageProcessor:
                 self._record_one(msg, results[k].stored)
                 out.append(self._put_frame(request, results[k], msg.queue_id, uniq))
             else:
-                put_metric(msg.topic, msg.queue_id, len(msg.body))
+                queue = sizes.get((msg.topic, msg.queue_id))
+                if queue is None:
+                    sizes[msg.topic, msg.queue_id] = [len(msg.body)]
+                else:
+                    queue.append(len(msg.body))
                 msg_id, queue_offset = stored[k]
                 out.append(frame(config, request.opaque, ResponseCode.SUCCESS, msg_id,
                                  msg.queue_id, queue_offset, uniq))  # fmt: skip
             k += 1
+        for (topic, queue_id), queue in sizes.items():
+            self._rt.metrics.record_puts(topic, queue_id, queue)
 
     def _send_message(
         self, ctx: RequestContext, request: RemotingCommand, started: float
