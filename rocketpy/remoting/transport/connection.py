@@ -365,21 +365,22 @@ class Connection(asyncio.Protocol):
     def _drain_frames(self) -> None:
         buf = self._buf
         cmds: list[RemotingCommand] = []
+        pos, need, end = self._pos, self._need, len(buf)  # locals per frame, stored back once
         try:
             while True:
-                available = len(buf) - self._pos
-                if self._need == 0:
-                    if available < 4:
+                if need == 0:
+                    if end - pos < 4:
                         return
-                    self._need = read_length(buf[self._pos : self._pos + 4], self._limits)
-                if available < 4 + self._need:
+                    need = read_length(buf[pos : pos + 4], self._limits)
+                if end - pos < 4 + need:
                     return
-                start = self._pos + 4
-                payload = buf[start : start + self._need]  # one copy: decode_frame copies the body
-                self._pos = start + self._need
-                self._need = 0
+                start = pos + 4
+                pos = start + need  # past the frame before it decodes: a bad one is consumed
+                payload = buf[start:pos]  # one copy: decode_frame copies the body
+                need = 0
                 cmds.append(decode_frame(payload))
         finally:
+            self._pos, self._need = pos, need
             # The frames before a malformed one are still handled (then the channel closes).
             if cmds:
                 self._handle(cmds)
