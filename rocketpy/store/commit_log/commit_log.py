@@ -447,12 +447,12 @@ class CommitLog:
         """The send lane's single messages (``run``, with their UNIQ_KEYs), written as one
         batch per queue (a queue's records in ``run``'s order, the queues in the order of
         their first message): each message's id and queue offset, in ``run``'s order. None,
-        with nothing written, when they do not all fit the current segment or one is not a
-        plain record (see :func:`encode_run`): each then goes through :meth:`_append_nowait`,
-        which answers for it."""
+        with nothing written, when they do not all fit the current segment, one is not a
+        plain record (see :func:`encode_run`), or the run has fewer than two messages a queue
+        on average: each then goes through :meth:`_append_nowait`, which answers for it."""
         mf = self.mfq.last
-        if mf is None:
-            return None
+        if mf is None or len(run) < 2 * len({(m.topic, m.queue_id) for m in run}):
+            return None  # (fewer than two a queue: a batch each would cost more than records)
         encoding = encode_run(
             run, self._topic, len(self._store_host_bytes), self.config.max_message_size
         )

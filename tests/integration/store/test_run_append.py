@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -98,10 +99,11 @@ async def test_a_run_writes_what_single_puts_in_queue_order_write(tmp_path: Path
 async def test_a_run_that_is_not_all_plain_or_does_not_fit_writes_nothing(
     tmp_path: Path, bad: dict[str, object]
 ) -> None:
-    """A run of 3 whose last message is transactional, too large, has a field out of range,
-    passes the segment's end, or differs in sys flag or born host from the first message of
-    its queue. Expected: None, and nothing written (the log's end, the
-    queue offsets and the hints unchanged); each message then goes alone."""
+    """A run of 4 to queue 0 whose last message is transactional, too large, has a field out
+    of range, passes the segment's end, or differs in sys flag or born host from the first
+    message of its queue; and a run of 3 plain messages to 3 queues (under two a queue: single
+    records cost less). Expected: None, and nothing written (the log's end, the queue offsets
+    and the hints unchanged); each message then goes alone."""
     async with asyncio.timeout(20):
         store = MessageStore(_config(tmp_path))
         await store.start()
@@ -109,11 +111,14 @@ async def test_a_run_that_is_not_all_plain_or_does_not_fit_writes_nothing(
         end = store.commit_log.max_offset
         table = dict(store.commit_log.topic_queue_table)
         hints = len(store.commit_log.dispatch_hints)
-        fields = {f: getattr(_msg(2), f) for f in MessageToStore.__dataclass_fields__}
+        fields = {f: getattr(_msg(6), f) for f in MessageToStore.__dataclass_fields__}
         last = MessageToStore(**{**fields, **bad})  # type: ignore[arg-type]
         appender = store.commit_log.nowait_appender()
         assert appender is not None
-        assert appender.run([_msg(0), _msg(1), last], ["U0", "U1", "U2"]) is None
+        run = [_msg(0), _msg(2), _msg(4), last]  # queue 0 (the even ones), one born host
+        assert appender.run(run, ["U0", "U2", "U4", "U6"]) is None
+        spread = [_msg(1), _msg(100), dataclasses.replace(_msg(3), queue_id=2)]
+        assert appender.run(spread, ["U1", "U100", "U3"]) is None
         assert store.commit_log.max_offset == end
         assert store.commit_log.topic_queue_table == table
         assert len(store.commit_log.dispatch_hints) == hints
