@@ -28,15 +28,14 @@ from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
-    BORNHOST_V6_FLAG,
     MAGIC_V1,
     MAGIC_V2,
-    STOREHOST_V6_FLAG,
     TRANSACTION_TYPE_MASK,
     Address,
     is_prepared_or_rollback,
     pack_address,
     record_struct,
+    stored_sys_flag,
 )
 from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedgerMember
 from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
@@ -58,7 +57,6 @@ from rocketpy.store.dledger_log.entry import BODY_OFFSET, EntryHeader, check_ent
 
 log = structlog.get_logger(__name__)
 
-_CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 _SUCCESS = int(DLedgerResponseCode.SUCCESS)  # tested once per send: no enum lookup
 
 #: The quorum's answer -> what the send reports (section 4's table).
@@ -437,8 +435,7 @@ class DLedgerCommitLog(CommitLog):
         st.pack_into(
             buf, 0, st.size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
             crc32(body) & 0x7FFFFFFF, what.queue_id, flag, 0, 0,
-            (what.sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | self._store_v6_flag, what.born_timestamp, born, now, store,
+            stored_sys_flag(what.sys_flag, born, store), what.born_timestamp, born, now, store,
             what.reconsume_times, prepared, len(body), body, topic_len, topic, len(props), props,
         )  # fmt: skip
         return buf

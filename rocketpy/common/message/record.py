@@ -106,6 +106,19 @@ def pack_address(addr: Address) -> bytes:
     return _pack_address(addr, "HOST")
 
 
+def stored_sys_flag(sys_flag: int, born: bytes, store: bytes) -> int:
+    """``sys_flag`` as a record stores it: BORNHOST_V6 and STOREHOST_V6 set from the packed
+    hosts' lengths (20 bytes: IPv6), whatever the sender's flags said."""
+    return (
+        (sys_flag & _CLEAR_HOST_FLAGS)
+        | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
+        | (STOREHOST_V6_FLAG if len(store) == 20 else 0)
+    )
+
+
+_CLEAR_HOST_FLAGS: Final = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+
+
 @functools.lru_cache(maxsize=4096)
 def record_struct(  # noqa: PLR0917 -- positional: the per-append cache key
     born_len: int, store_len: int, body_len: int, topic_len: int, props_len: int, v2: bool, /
@@ -181,10 +194,7 @@ def encode_record(rec: MessageRecord) -> bytes:
         raise MessageCodecError(f"unknown magic {rec.magic:#x}", field="MAGICCODE")
     born = _pack_address(rec.born_host, "BORNHOST")
     store = _pack_address(rec.store_host, "STOREHOST")
-    sys_flag = rec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-    sys_flag |= (BORNHOST_V6_FLAG if len(born) == 20 else 0) | (
-        STOREHOST_V6_FLAG if len(store) == 20 else 0
-    )
+    sys_flag = stored_sys_flag(rec.sys_flag, born, store)
     body = rec.body
     st = record_struct(
         len(born), len(store), len(body), len(topic), len(props), rec.magic == MAGIC_V2

@@ -25,15 +25,14 @@ from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
-    BORNHOST_V6_FLAG,
     MAGIC_V1,
     MAGIC_V2,
-    STOREHOST_V6_FLAG,
     TRANSACTION_TYPE_MASK,
     Address,
     is_prepared_or_rollback,
     pack_address,
     record_struct,
+    stored_sys_flag,
 )
 from rocketpy.store.commit_log.allocation import SegmentAllocator
 from rocketpy.store.commit_log.batch_records import (
@@ -70,7 +69,6 @@ MAX_DISPATCH_HINTS = 65536
 MAX_HINTED_BYTES = 64 * 1024 * 1024
 #: Bound of the topic name -> bytes cache.
 _MAX_TOPIC_BYTES = 4096
-_CLEAR_HOST_FLAGS = ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -98,7 +96,6 @@ class CommitLog:
         self.config = config
         self._store_host = store_host
         self._store_host_bytes = b""
-        self._store_v6_flag = 0
         self._msg_id_prefix = ""
         self.store_host = store_host
         self.clock = clock
@@ -154,7 +151,6 @@ class CommitLog:
     def store_host(self, host: Address) -> None:
         self._store_host = host
         self._store_host_bytes = pack_address(host)
-        self._store_v6_flag = STOREHOST_V6_FLAG if len(self._store_host_bytes) == 20 else 0
         self._msg_id_prefix = self._store_host_bytes.hex().upper()
 
     @property
@@ -391,8 +387,8 @@ class CommitLog:
         st.pack_into(
             mf.buffer, pos, size, MAGIC_V2 if topic_len > 127 else MAGIC_V1,
             crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, wrote,
-            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | self._store_v6_flag, m.born_timestamp, born, now, self._store_host_bytes,
+            stored_sys_flag(sys_flag, born, self._store_host_bytes), m.born_timestamp, born, now,
+            self._store_host_bytes,
             m.reconsume_times, prepared, body_len, body, topic_len, topic, props_len, props,
         )  # fmt: skip
         mf.wrote_position = pos + size
@@ -493,8 +489,8 @@ class CommitLog:
         first = self._take_queue_offsets(topic_text, queue_id, sys_flag, len(encoded))
         shared = Shared(
             MAGIC_V2 if len(topic) > 127 else MAGIC_V1, queue_id,
-            (sys_flag & _CLEAR_HOST_FLAGS) | (BORNHOST_V6_FLAG if len(born) == 20 else 0)
-            | self._store_v6_flag, born, now, self._store_host_bytes, topic,
+            stored_sys_flag(sys_flag, born, self._store_host_bytes), born, now,
+            self._store_host_bytes, topic,
         )  # fmt: skip
         out = write_batch(mf.buffer, start, mf.file_from_offset, self._msg_id_prefix, shared,
                           first, encoded)  # fmt: skip
