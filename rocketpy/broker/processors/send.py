@@ -84,13 +84,6 @@ class _Lane(enum.Enum):
     ALONE = 0
 
 
-#: A send past its checks: the message to store and its UNIQ_KEY; for a batch its header
-#: instead (the message a placeholder), decoded by ``_send_batch``, and the topic's config.
-_Built = tuple[MessageToStore, str, SendMessageRequestHeader | None, TopicConfig]
-
-_NO_MESSAGE: Final = MessageToStore(topic="", queue_id=0, body=b"")
-
-
 @functools.lru_cache(maxsize=4096)  # a handful of peers send every message
 def _parse_host(peer: str) -> tuple[str, int]:
     host, _, port = peer.rpartition(":")
@@ -195,17 +188,24 @@ class SendMessageProcessor:
         uniqs: list[str] = []
         for request in requests:
             try:
-                built = self._built(ctx, request, lane=True)
+                checked = self._checked(ctx, request)
+                if isinstance(checked, RemotingCommand):  # refused
+                    answers.append(checked)
+                    continue
+                header, topic_config, batch = checked
+                if batch:
+                    break
+                built = self._message(ctx, request, header, topic_config, lane=True)
             except Exception:  # noqa: BLE001 - alone, it is answered with its error
                 break  # (the sends before it are stored and answered first)
             if built is _Lane.ALONE:
                 break
-            if isinstance(built, tuple):
+            if isinstance(built, RemotingCommand):
+                answers.append(built)
+            else:
                 msgs.append(built[0])
                 uniqs.append(built[1])
                 answers.append(None)
-            else:
-                answers.append(built)
         try:
             self._stored_run(requests, answers, msgs, uniqs, put, out)
         finally:
@@ -264,14 +264,18 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand, started: float
     ) -> _Answer:
         """One send, outside the lane."""
-        built = self._built(ctx, request, lane=False)
-        if not isinstance(built, tuple):
-            if built is _Lane.ALONE:
-                raise AssertionError("a send without the lane was left alone")
+        checked = self._checked(ctx, request)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        header, topic_config, batch = checked
+        if batch:
+            return self._send_batch(ctx, request, header, topic_config, started)
+        built = self._message(ctx, request, header, topic_config, lane=False)
+        if isinstance(built, RemotingCommand):
             return built
-        msg, uniq, batch, topic_config = built
-        if batch is not None:
-            return self._send_batch(ctx, request, batch, topic_config, started)
+        if built is _Lane.ALONE:
+            raise AssertionError("a send without the lane was left alone")
+        msg, uniq = built
         result = self._rt.store.put_message_nowait(msg)
         if result is not None:  # the hot path: appended, nothing to wait for
             self._record_one(msg, result.stored)
@@ -283,11 +287,11 @@ class SendMessageProcessor:
             started,
         )
 
-    def _built(
-        self, ctx: RequestContext, request: RemotingCommand, lane: bool
-    ) -> _Built | _Answer | Literal[_Lane.ALONE]:
-        """What one send stores (a batch: its header and topic, decoded later), or the refusal;
-        ALONE for the lane (``lane``) where the send needs more than the lane does."""
+    def _checked(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> tuple[SendMessageRequestHeader, TopicConfig, bool] | RemotingCommand:
+        """One send past ``msgCheck``: its header, topic config and whether it is a batch
+        (``_send_batch`` decodes its body), or the refusal."""
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
         if rt.is_slave:
@@ -305,9 +309,8 @@ class SendMessageProcessor:
             topic_config = self._msg_check.check(ctx, header)
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return _Lane.ALONE if lane else (_NO_MESSAGE, "", header, topic_config)
-        return self._message(ctx, request, header, topic_config, lane)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
+        return header, topic_config, batch
 
     def _ext(self) -> dict[str, str]:
         """The extFields every send response carries."""
@@ -336,7 +339,9 @@ class SendMessageProcessor:
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
         lane: bool,
-    ) -> _Built | RemotingCommand | Literal[_Lane.ALONE]:
+    ) -> tuple[MessageToStore, str] | RemotingCommand | Literal[_Lane.ALONE]:
+        """The message a checked single send stores and its UNIQ_KEY, or the refusal; ALONE
+        for the lane (``lane``) where the send needs more than the lane does."""
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
@@ -361,7 +366,7 @@ class SendMessageProcessor:
             _parse_host(ctx.channel.peer), h.reconsume_times or 0, 0, text,
             lane or waits_for_store(property_value(text, MessageConst.WAIT)),
         )  # fmt: skip
-        return msg, uniq, None, topic_config
+        return msg, uniq
 
     def _answer_put(
         self,
