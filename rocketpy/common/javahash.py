@@ -15,7 +15,6 @@ refuses numerals above ``sys.get_int_max_str_digits()``), joined as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
 _MASK: Final = 0xFFFFFFFF
@@ -28,6 +27,8 @@ _SHORT: Final = 8
 _CHUNK: Final = 128
 #: 31**_CHUNK mod 2**32, the factor that shifts a hash past one full chunk.
 _CHUNK_POWER: Final = pow(31, _CHUNK, 1 << 32)
+#: 31**n mod 2**32 for n up to _CHUNK: shifts a prefix's hash past a text of n units.
+_POWERS: Final = tuple(pow(31, n, 1 << 32) for n in range(_CHUNK + 1))
 
 
 def _poly(raw: bytes) -> int:
@@ -67,16 +68,27 @@ def java_string_hash(text: str) -> int:
     return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 
-def java_string_hashes(texts: Iterable[str]) -> list[int]:
-    """:func:`java_string_hash` of each of ``texts`` (a batch's index keys: one call, its usual
-    case -- ASCII, 8 to 128 units -- inlined as there)."""
+def java_string_hashes(prefix: str, texts: list[str]) -> list[int]:
+    """:func:`java_string_hash` of ``prefix`` followed by each of ``texts`` (a run's index keys,
+    ``topic#key``: one call). ASCII texts share their work: the prefix is hashed once and shifted
+    past each text (``hash(a + b) = hash(a) * 31**len(b) + hash(b)``), and the texts' bytes
+    become numerals with two ``translate`` calls for all of them, each text then a slice."""
+    joined = "".join(texts)
+    if not (joined.isascii() and prefix.isascii()):
+        return [java_string_hash(prefix + text) for text in texts]
+    raw = joined.encode("ascii")
+    lo, hi = raw.translate(_LO), raw.translate(_HI)
+    head = _poly_mod(prefix.encode("ascii"))
+    powers, short, chunk = _POWERS, _SHORT, _CHUNK
     out: list[int] = []
-    lo, hi, short, chunk = _LO, _HI, _SHORT, _CHUNK
+    start = 0
     for text in texts:
-        if text.isascii() and short <= len(text) <= chunk:
-            raw = text.encode("ascii")
-            h = (int(raw.translate(lo), 31) + 31 * int(raw.translate(hi), 31)) & _MASK
-            out.append(h - 0x1_0000_0000 if h & 0x8000_0000 else h)
+        n = len(text)
+        end = start + n
+        if short <= n <= chunk:  # typical keys: _poly inlined, on slices of the joined numerals
+            h = (head * powers[n] + int(lo[start:end], 31) + 31 * int(hi[start:end], 31)) & _MASK
         else:
-            out.append(java_string_hash(text))
+            h = (head * pow(31, n, 1 << 32) + _poly_mod(raw[start:end])) & _MASK
+        out.append(h - 0x1_0000_0000 if h & 0x8000_0000 else h)
+        start = end
     return out

@@ -454,7 +454,6 @@ def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) 
             if phy_offset >= floor:
                 _add_keys(items, topic, text, phy_offset, timestamp)
         return
-    prefix = f"{topic}{r.TOPIC_KEY_SEPARATOR}"
     keys: list[str] = []
     offsets: list[int] = []
     for i, text in enumerate(hint.properties):
@@ -462,13 +461,13 @@ def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) 
         if phy_offset < floor:
             continue
         if uniq := uniqs[i]:
-            keys.append(prefix + uniq)
+            keys.append(uniq)
             offsets.append(phy_offset)
         if _KEYS_NAME in text:
             for k in _key_names(property_value(text, MessageConst.KEYS) or ""):
-                keys.append(prefix + k)
+                keys.append(k)
                 offsets.append(phy_offset)
-    items += zip(index_key_hashes(keys), offsets, repeat(timestamp, len(keys)), strict=True)
+    items += zip(index_key_hashes(topic, keys), offsets, repeat(timestamp, len(keys)), strict=True)
 
 
 def _add_keys(

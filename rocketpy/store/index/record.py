@@ -137,9 +137,13 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -(2**31) else abs(h)
 
 
-def index_key_hashes(keys: list[str]) -> list[int]:
-    """:func:`index_key_hash` of each of ``keys`` (one call per batch)."""
-    return [0 if h == -(2**31) else abs(h) for h in java_string_hashes(keys)]
+def index_key_hashes(topic: str, keys: list[str]) -> list[int]:
+    """:func:`index_key_hash` of each of ``topic``'s ``keys`` as :func:`build_key` joins them
+    (one call per batch)."""
+    return [
+        0 if h == -(2**31) else abs(h)
+        for h in java_string_hashes(f"{topic}{TOPIC_KEY_SEPARATOR}", keys)
+    ]
 
 
 def build_key(topic: str, key: str) -> str:
