@@ -210,7 +210,7 @@ def gated_nowait(
         if result is None or isinstance(result, RemotingCommand | bytes):
             gate.release()
             return result
-        if isinstance(result, asyncio.Future | Deferred):
+        if isinstance(result, Deferred):
             # Its work is done but for an acknowledgement (dispatch.py): the slot goes back
             # now, as release_slot_early gives it back before a wait for replicas.
             gate.release()

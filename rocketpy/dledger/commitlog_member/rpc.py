@@ -46,7 +46,7 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.transport.client import RemotingClient
 from rocketpy.remoting.transport.connection import Connection
 from rocketpy.remoting.transport.dispatch import (
-    AnswerFuture,
+    Deferred,
     NowaitResult,
     ProcessorRegistry,
     RequestContext,
@@ -134,7 +134,7 @@ class PeerRpc:
             answer = handler.handle_push(decode_body(request.body or b"", PushEntryRequest))
             if answer.done():
                 return _push_response(request, answer)
-            response: AnswerFuture = answer.get_loop().create_future()
+            response = Deferred()
             answer.add_done_callback(functools.partial(_settle_push, request, response))
             return response
 
@@ -265,16 +265,14 @@ def _push_response(
 
 def _settle_push(
     request: RemotingCommand,
-    response: AnswerFuture,
+    response: Deferred,
     answer: asyncio.Future[PushEntryResponse],
 ) -> None:
-    """Complete ``response`` from push ``request``'s ``answer`` (its done callback)."""
-    if response.done():
-        return
+    """Settle ``response`` from push ``request``'s ``answer`` (its done callback)."""
     if answer.cancelled():  # the member stopped: nothing is written
-        response.cancel()
+        response.settle(None)
         return
     try:
-        response.set_result(_push_response(request, answer))
+        response.settle(_push_response(request, answer))
     except Exception as e:  # noqa: BLE001 - the dispatcher maps it to a response
-        response.set_exception(e)
+        response.settle(e)

@@ -55,7 +55,6 @@ from rocketpy.remoting.transport.dispatch import (
     RequestContext,
     RunProcessor,
     Settled,
-    answer_of,
     deferred_answer,
     dispatch,
     dispatch_nowait,
@@ -118,8 +117,6 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._close_cause: BaseException | None = None
         self._tasks = TaskSet(f"{name}/request")
-        #: Requests answered from a future's done callback (dispatch_nowait), in flight.
-        self._answers: set[asyncio.Future[RemotingCommand | bytes | None]] = set()
         #: Requests answered by a Deferred's settle (dispatch_nowait), in flight.
         self._deferred: set[Deferred] = set()
         self._ctx = RequestContext(channel=self)
@@ -142,7 +139,7 @@ class Connection(asyncio.Protocol):
     @property
     def inflight(self) -> int:
         """Requests from the peer being processed now."""
-        return len(self._tasks) + len(self._answers) + len(self._deferred)
+        return len(self._tasks) + len(self._deferred)
 
     def send_response(self, response: RemotingCommand) -> None:
         """Queue any command for writing; silently dropped once the connection is closed."""
@@ -296,8 +293,6 @@ class Connection(asyncio.Protocol):
 
     async def cancel_requests(self) -> None:
         """Cancel requests still in flight (shutdown)."""
-        for answer in list(self._answers):
-            answer.cancel()
         for deferred in list(self._deferred):
             deferred.cancel()
         self._deferred.clear()
@@ -480,24 +475,12 @@ class Connection(asyncio.Protocol):
                 self._send_frame(result)
         elif isinstance(result, RemotingCommand):
             self.send_response(result)
-        elif isinstance(result, asyncio.Future):
-            # Done but for an acknowledgement: answered from its callback, no task.
-            self._answers.add(result)
-            result.add_done_callback(functools.partial(self._answer_done, cmd))
         elif isinstance(result, Deferred):
-            # The same, answered from the settling call itself.
+            # Done but for an acknowledgement: answered from the settling call, no task.
             self._deferred.add(result)
             result.then(functools.partial(self._deferred_done, cmd, result))
         else:
             self._tasks.spawn(self._finish(result))
-
-    def _answer_done(
-        self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | bytes | None]
-    ) -> None:
-        self._answers.discard(answer)
-        if answer.cancelled():
-            return
-        self._write_answer(answer_of(self._ctx, cmd, answer))
 
     def _deferred_done(
         self, cmd: RemotingCommand, deferred: Deferred, answer: DeferredAnswer

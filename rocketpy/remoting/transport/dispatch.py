@@ -12,9 +12,9 @@ A processor returns the response command, or ``None`` when it answers later itse
 returning the response (no task, no coroutine: the send hot path) -- as a command, or already
 encoded as its whole frame (``bytes``: a stored send's answer from a template, with the request's
 opaque) -- or, when it must wait, an awaitable the connection runs as a contained task
-(:func:`dispatch_nowait`). An
-:class:`asyncio.Future` is the exception: its work is done but for an acknowledgement (a DLedger
-quorum), and the connection answers from its done callback (:func:`answer_of`), with no task.
+(:func:`dispatch_nowait`). A :class:`Deferred` is the exception: its work is done but for an
+acknowledgement (a DLedger quorum, a follower's push), and the connection answers from the call
+that settles it, with no task.
 A code may also have a :data:`RunProcessor` for the requests of it that arrive one after another
 in one read (the send lane): one call answers as many as it can at once, sharing per read what a
 request would do for itself (:func:`dispatch_run`).
@@ -74,8 +74,6 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
-#: A processor's own future: the response, its frame, or None (nothing to write).
-AnswerFuture = asyncio.Future[RemotingCommand | bytes | None]
 #: What a :class:`Deferred` is settled with: the response, its frame, None (nothing to write),
 #: or the processor's failure (mapped to an error response).
 DeferredAnswer = RemotingCommand | bytes | None | Exception
@@ -138,12 +136,10 @@ class Deferred:
         return answer
 
 
-NowaitResult = (
-    RemotingCommand | bytes | None | AnswerFuture | Deferred | Awaitable[RemotingCommand | None]
-)
+NowaitResult = RemotingCommand | bytes | None | Deferred | Awaitable[RemotingCommand | None]
 #: Answers synchronously (a command or None, as a :data:`Processor`'s result, or the response's
-#: whole frame) or returns an awaitable of a command or None when it has to wait (a future may
-#: also settle on the response's frame).
+#: whole frame) or returns an awaitable of a command or None when it has to wait, or a
+#: :class:`Deferred` settled later (on a command, a frame or the failure).
 NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 #: Answers a run of requests of one code, in their order, appending to the list it is given
 #: each one's result as the code's :data:`NowaitProcessor` would return it; it stops at the
@@ -151,15 +147,8 @@ NowaitProcessor = Callable[[RequestContext, RemotingCommand], NowaitResult]
 #: rest then go one at a time).
 RunProcessor = Callable[[RequestContext, Sequence[RemotingCommand], list[NowaitResult]], None]
 #: What :func:`dispatch_nowait` makes of a result: the response to write (a command or its
-#: frame; None: nothing), a coroutine finishing the request, or a processor's own future.
-Settled = (
-    RemotingCommand
-    | bytes
-    | Coroutine[Any, Any, RemotingCommand | None]
-    | AnswerFuture
-    | Deferred
-    | None
-)
+#: frame; None: nothing), a coroutine finishing the request, or a processor's Deferred.
+Settled = RemotingCommand | bytes | Coroutine[Any, Any, RemotingCommand | None] | Deferred | None
 
 
 class ProcessorRegistry:
@@ -251,7 +240,8 @@ def dispatch_nowait(
     """:func:`dispatch` for a :data:`NowaitProcessor`: the response to write (a command or its
     frame; None: nothing), or, when the processor has to wait, a coroutine that finishes the
     request as :func:`dispatch` would (the caller runs it as a task and writes its result), or
-    the processor's own future, whose done callback the caller answers with :func:`answer_of`."""
+    the processor's :class:`Deferred`, whose answer the caller writes with
+    :func:`deferred_answer` once settled."""
     try:
         result = processor(ctx, request)
     except Exception as e:  # noqa: BLE001 - mapped to a response (and logged) just below
@@ -284,7 +274,7 @@ def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult)
         return None if request.is_oneway else result
     if result is None or isinstance(result, RemotingCommand):
         return _reply(request, result)
-    if isinstance(result, asyncio.Future | Deferred):
+    if isinstance(result, Deferred):
         return result
     return _finish(ctx, request, result)
 
@@ -292,28 +282,13 @@ def _settle(ctx: RequestContext, request: RemotingCommand, result: NowaitResult)
 def deferred_answer(
     ctx: RequestContext, request: RemotingCommand, answer: DeferredAnswer
 ) -> RemotingCommand | bytes | None:
-    """:func:`answer_of` for a :class:`Deferred`'s answer."""
+    """The response to write for a :class:`Deferred`'s answer, as a command or its frame
+    (None: nothing); a failure becomes its error response."""
     if isinstance(answer, Exception):
         return _reply(request, _error_response(ctx, request, answer))
     if isinstance(answer, bytes):
         return None if request.is_oneway else answer
     return _reply(request, answer)
-
-
-def answer_of(
-    ctx: RequestContext,
-    request: RemotingCommand,
-    done: AnswerFuture,
-) -> RemotingCommand | bytes | None:
-    """What :func:`_finish` makes of a processor's future, once ``done`` (not cancelled): the
-    response to write, as a command or its frame (None: nothing). A BaseException that is not
-    an Exception (SystemExit...) is raised again: it is no answer."""
-    error = done.exception()
-    if error is None:
-        return deferred_answer(ctx, request, done.result())
-    if not isinstance(error, Exception):
-        raise error
-    return deferred_answer(ctx, request, error)
 
 
 async def _finish(

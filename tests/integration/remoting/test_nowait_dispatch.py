@@ -101,19 +101,19 @@ async def test_nowait_processor_answers_without_task_and_awaitable_later() -> No
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "refused at once")
 
 
-async def test_nowait_future_settles_on_a_frame() -> None:
-    """1. Register a nowait processor that returns its own future (a DLedger send's quorum
-    wait). 2. Send the request; settle the future with the response's whole frame.
-    Expected: the client gets that response (code, remark, the request's opaque)."""
+async def test_nowait_deferred_settles_on_a_frame_or_nothing() -> None:
+    """1. Register a nowait processor that returns a Deferred (a DLedger send's quorum wait, a
+    follower's push). 2. Send two requests; settle the first with the response's whole frame,
+    the second with None (a stopped member: no answer).
+    Expected: the client gets the first response (code, remark, the request's opaque); the
+    second times out unanswered, and nothing stays in flight on the connection."""
     reg = ProcessorRegistry()
-    parked: list[tuple[RemotingCommand, asyncio.Future[RemotingCommand | bytes | None]]] = []
+    parked: list[tuple[RemotingCommand, Deferred]] = []
 
     def quorum(ctx: RequestContext, req: RemotingCommand) -> NowaitResult:
-        fut: asyncio.Future[RemotingCommand | bytes | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-        parked.append((req, fut))
-        return fut
+        d = Deferred()
+        parked.append((req, d))
+        return d
 
     reg.register(FAST, _never, nowait=quorum)
     async with _serving(reg) as (server, client):
@@ -121,13 +121,20 @@ async def test_nowait_future_settles_on_a_frame() -> None:
             call = asyncio.create_task(
                 client.invoke(server.address, RemotingCommand.request(FAST), 5)
             )
-            await wait_until(lambda: bool(parked), 5.0)
-            req, fut = parked[0]
-            fut.set_result(encode_frame(req.make_response(remark="acked")))
+            silent = asyncio.create_task(
+                client.invoke(server.address, RemotingCommand.request(FAST), 0.5)
+            )
+            await wait_until(lambda: len(parked) == 2, 5.0)
+            (req, d), (_, nothing) = parked
+            d.settle(encode_frame(req.make_response(remark="acked")))
             resp = await call
             assert (resp.code, resp.remark, resp.opaque) == (
                 ResponseCode.SUCCESS, "acked", req.opaque,
             )  # fmt: skip
+            nothing.settle(None)
+            with pytest.raises(RequestTimeout):
+                await silent
+            assert next(iter(server.channels)).inflight == 0
 
 
 async def test_nowait_register_without_nowait_drops_it() -> None:
