@@ -48,6 +48,7 @@ from rocketpy.store.commit_log.put_types import (
 from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.get_types import GetResult
 from rocketpy.store.index.index_service import IndexService
+from rocketpy.store.index.process import IndexProcess
 from rocketpy.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
@@ -141,8 +142,15 @@ class MessageStoreAdapter:
                 clock=clock,
             )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-index")
-        self.index: IndexService | None = None
-        if config.message_index_enable:
+        self.index: IndexService | IndexProcess | None = None
+        if config.message_index_enable and config.message_index_worker_enable:
+            self.index = IndexProcess(
+                config.root_dir / "index",
+                hash_slot_num=broker.max_hash_slot_num,
+                index_num=broker.max_index_num,
+                max_msgs_num_batch=broker.max_msgs_num_batch,
+            )
+        elif config.message_index_enable:
             self.index = IndexService(
                 config.root_dir / "index",
                 hash_slot_num=broker.max_hash_slot_num,
@@ -168,7 +176,8 @@ class MessageStoreAdapter:
         if self.index is not None:
             # Records the index already holds are skipped on re-dispatch; files are never
             # discarded here (the store's checkpoint is not ours to share).
-            await self.index.load(last_exit_ok=True)
+            if isinstance(self.index, IndexService):
+                await self.index.load(last_exit_ok=True)
             await self.index.start()
             self.store.register_dispatcher(self.index)
             # CleanConsumeQueueService also drops index files below the new min offset.
@@ -408,15 +417,24 @@ class MessageStoreAdapter:
         """Decode one record from :meth:`get_message`."""
         return stored_message(decode_record(record), len(record))
 
-    def query_message(
+    async def query_message(
         self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
     ) -> QueryResult:
-        """``queryMessage`` through the index (empty when the index is disabled)."""
+        """``queryMessage`` through the index (empty when the index is disabled).
+
+        Raises:
+            StoreError: the index worker is not running or did not answer in time.
+        """
         if self.index is None:
             return QueryResult(
                 records=(), index_last_update_timestamp=0, index_last_update_phyoffset=0
             )
-        found = self.index.query_offsets(topic, key, max_num, begin_timestamp, end_timestamp)
+        if isinstance(self.index, IndexProcess):
+            found = await self.index.query_offsets(
+                topic, key, max_num, begin_timestamp, end_timestamp
+            )
+        else:
+            found = self.index.query_offsets(topic, key, max_num, begin_timestamp, end_timestamp)
         records = [
             raw
             for raw in (self.store.look_message_by_offset(off) for off in found.phy_offsets)

@@ -190,7 +190,7 @@ class BrokerStore(Protocol):
         """The raw record at a commit-log offset."""
         ...
 
-    def query_message(
+    async def query_message(
         self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
     ) -> QueryResult:
         """QUERY_MESSAGE through the index."""

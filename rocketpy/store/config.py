@@ -50,6 +50,9 @@ class MessageStoreConfig(RocketSettings):
     max_message_size: int = Field(4194304, alias="maxMessageSize", ge=1)
     check_crc_on_recover: bool = Field(True, alias="checkCRCOnRecover")
     message_index_enable: bool = Field(True, alias="messageIndexEnable")
+    #: rocketpy: build the index in a child process (``rocketpy.store.index.worker``, on
+    #: another core) rather than on the broker's event loop.
+    message_index_worker_enable: bool = Field(True, alias="messageIndexWorkerEnable")
     # Retention (CleanCommitLogService / CleanConsumeQueueService); ratios are percentages.
     file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
     delete_when: str = Field("04", alias="deleteWhen")

@@ -7,7 +7,7 @@ Owns: :class:`DispatchRequest` and the :class:`CommitLogDispatcher` protocol. Mi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 # Built once per single append (``CommitLog._append_nowait``), so it is the cheapest slotted
@@ -116,4 +116,18 @@ class CommitLogDispatcher(Protocol):
     def dispatch(self, request: DispatchRequest, /) -> None:
         """Index or enqueue one record; must not block on the disk. ``request`` may be shared
         with other dispatchers: read it, never change it."""
+        ...
+
+
+@runtime_checkable
+class BoundedDispatcher(Protocol):
+    """A dispatcher that works behind the reput and may fall behind it (an index worker): the
+    reput waits on :meth:`drain` before a pass while :meth:`backlogged` says so."""
+
+    def backlogged(self) -> bool:
+        """Whether the reput should wait before dispatching more."""
+        ...
+
+    async def drain(self) -> None:
+        """Return once the backlog is small again (or can no longer shrink)."""
         ...

@@ -312,12 +312,29 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds ``pid`` has used (``/proc/<pid>/stat``; 0 when unknown)."""
+    """User + system CPU seconds ``pid`` and its live child processes (a broker's index
+    worker) have used (``/proc/<pid>/stat``; 0 when unknown)."""
+    total = 0.0
+    for one in (pid, *_children(pid)):
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (``/proc/<pid>/task/*/children``), theirs included."""
+    found: list[int] = []
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text()
+            for child in text.split():
+                found += [int(child), *_children(int(child))]
+    except OSError:
+        pass
+    return found
 
 
 def memory_summary(pid: int) -> str:

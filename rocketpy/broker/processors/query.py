@@ -43,7 +43,7 @@ class QueryMessageProcessor:
         max_num = h.max_num
         if request.ext(UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = self._rt.default_query_max_num
-        result = self._rt.store.query_message(
+        result = await self._rt.store.query_message(
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
         header = to_ext(

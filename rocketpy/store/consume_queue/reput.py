@@ -23,7 +23,13 @@ from rocketpy.common.message.properties import tags_code_of
 from rocketpy.common.message.record import INT32, is_prepared_or_rollback
 from rocketpy.store.commit_log.record import BLANK, BLANK_MAGIC, BLANK_SIZE
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK
-from rocketpy.store.dispatch import BatchHint, CommitLogDispatcher, DispatchRequest, Hint
+from rocketpy.store.dispatch import (
+    BatchHint,
+    BoundedDispatcher,
+    CommitLogDispatcher,
+    DispatchRequest,
+    Hint,
+)
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
@@ -191,13 +197,19 @@ class ReputService:
         # physicMsgTimestamp from.
         self.scanned: tuple[int, int] = (0, 0)
         self.dispatchers: list[CommitLogDispatcher] = []
+        # Dispatchers that may fall behind (an index worker): the reput waits for them.
+        self._bounded: list[BoundedDispatcher] = []
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def register(self, dispatcher: CommitLogDispatcher) -> None:
-        """Add a dispatcher; called for every record in CommitLog order."""
+        """Add a dispatcher; called for every record in CommitLog order. One that also has
+        ``backlogged()`` and ``drain()`` (:class:`BoundedDispatcher`) is waited for before a
+        pass while it reports a backlog."""
         self.dispatchers.append(dispatcher)
+        if isinstance(dispatcher, BoundedDispatcher):
+            self._bounded.append(dispatcher)
 
     def wake(self) -> None:
         """New bytes may be dispatchable."""
@@ -218,6 +230,12 @@ class ReputService:
         on_arrival = self.on_arrival if notify else None
         req = self._take(self.reput_from, bound)
         while req is not None:
+            if self._bounded and any(d.backlogged() for d in self._bounded):
+                for d in self._bounded:
+                    await d.drain()
+                req = self._take(self.reput_from, bound)  # a truncation may have come
+                if req is None:
+                    break
             req = await self._pass(req, bound, put_cq, on_arrival)
 
     async def _pass(

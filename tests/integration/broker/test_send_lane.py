@@ -14,7 +14,6 @@ import struct
 import pytest
 
 from rocketpy.broker.service import BrokerService
-from rocketpy.common.aio import wait_until
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.common.message.batch_body import encode_batch_body
 from rocketpy.common.message.properties import encode_properties
@@ -176,15 +175,17 @@ async def test_a_run_over_four_queues_is_stored_per_queue_in_request_order(
         assert [m.body for m in decode_records(pulled.body or b"")] == [
             f"r{i}".encode() for i in range(q, 24, 4)
         ]
-    await wait_until(lambda: _found(broker, "key23") and _found(broker, f"RUN{23:029d}"), 5)
+    async with asyncio.timeout(5):  # the reput dispatches to the index worker after the CQ
+        while not (await _found(broker, "key23") and await _found(broker, f"RUN{23:029d}")):
+            await asyncio.sleep(0.01)
     for i in range(24):
-        assert _found(broker, f"key{i}") == [f"r{i}".encode()]
-        assert _found(broker, f"RUN{i:029d}") == [f"r{i}".encode()]
+        assert await _found(broker, f"key{i}") == [f"r{i}".encode()]
+        assert await _found(broker, f"RUN{i:029d}") == [f"r{i}".encode()]
 
 
-def _found(broker: BrokerService, key: str) -> list[bytes]:
+async def _found(broker: BrokerService, key: str) -> list[bytes]:
     """The bodies the key index finds for ``key`` in TOPIC."""
-    result = broker.store.query_message(TOPIC, key, 32, 0, 2**62)
+    result = await broker.store.query_message(TOPIC, key, 32, 0, 2**62)
     return [broker.store.decode_message(raw).body for raw in result.records]
 
 

@@ -249,7 +249,7 @@ class MemStore:
         msg = self.by_offset.get(commit_log_offset)
         return None if msg is None else _encode_record(msg)
 
-    def query_message(
+    async def query_message(
         self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
     ) -> QueryResult:
         hits = [
