@@ -448,6 +448,10 @@ class DLedgerReput(ReputService):
     rolling to the next file at a blank tail. The bound is the committed position; a position
     below the first data file moves to it."""
 
+    def position_of(self, commit_log_offset: int) -> int:
+        """The entry holding the record at ``commit_log_offset`` (entry pos + 48)."""
+        return commit_log_offset - BODY_OFFSET
+
     def _take(self, offset: int, bound: int) -> Hint | None:
         """The hint of the record of the entry at ``offset`` (a hint's offset is the record's,
         entry pos + 48), else :meth:`_take_scanned`; hints of entries before ``offset`` are

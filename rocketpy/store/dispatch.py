@@ -128,6 +128,12 @@ class BoundedDispatcher(Protocol):
         """Whether the reput should wait before dispatching more."""
         ...
 
+    def last_held(self) -> int:
+        """The commit-log offset of the last record it is known to hold (-1: none); what
+        follows may not have reached it before a crash, so the start-up re-dispatch begins
+        there when the consume queues are ahead (it skips that record itself)."""
+        ...
+
     async def drain(self) -> None:
         """Return once the backlog is small again (or can no longer shrink)."""
         ...

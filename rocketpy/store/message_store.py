@@ -220,6 +220,7 @@ class MessageStore:
                         + [self.commit_log.min_offset]
                     )
             self.commit_log.flushed_offset = self.commit_log.max_offset
+            self.reput.catch_up(self.commit_log.min_offset)
             await self._dispatch_recovered()
             self.recover_topic_queue_table()
             await loop.run_in_executor(self._alloc_executor, write_abort, self.config.abort_path)

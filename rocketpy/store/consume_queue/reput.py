@@ -36,6 +36,8 @@ log = structlog.get_logger(__name__)
 
 #: How long the reput waits before trying again a consume-queue write that found no disk blocks.
 DISK_RETRY_S = 1.0
+#: The start-up re-dispatch goes back this far at most for a lagging dispatcher.
+CATCH_UP_MAX = 1 << 30
 #: Records in one dispatch pass at most (the dispatchers and arrival are told once per pass).
 PASS_RECORDS = 1024
 
@@ -198,7 +200,7 @@ class ReputService:
         self.scanned: tuple[int, int] = (0, 0)
         self.dispatchers: list[CommitLogDispatcher] = []
         # Dispatchers that may fall behind (an index worker): the reput waits for them.
-        self._bounded: list[BoundedDispatcher] = []
+        self.bounded: list[BoundedDispatcher] = []
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -209,7 +211,34 @@ class ReputService:
         pass while it reports a backlog."""
         self.dispatchers.append(dispatcher)
         if isinstance(dispatcher, BoundedDispatcher):
-            self._bounded.append(dispatcher)
+            self.bounded.append(dispatcher)
+
+    def catch_up(self, min_offset: int) -> None:
+        """Before the start-up re-dispatch: begin it at the last record a lagging dispatcher
+        (the index worker) holds when the consume queues are ahead of it -- a kill -9 loses
+        what the broker had not yet handed over -- but not before ``min_offset`` (the log's
+        first byte) nor more than :data:`CATCH_UP_MAX` bytes back (a dispatcher that far
+        behind lost its files, not a few passes). Records the consume queues hold are
+        skipped there."""
+        for d in self.bounded:
+            held = d.last_held()
+            if held >= 0:
+                held = self.position_of(held)
+            if not max(0, min_offset) <= held < self.reput_from:
+                continue
+            if self.reput_from - held > CATCH_UP_MAX:
+                log.warning("dispatcher too far behind to catch up, its records stay out",
+                            dispatcher=type(d).__name__, held=held,
+                            reput_from=self.reput_from)  # fmt: skip
+                continue
+            log.info("re-dispatch from a dispatcher's last record", held=held,
+                     reput_from=self.reput_from, dispatcher=type(d).__name__)  # fmt: skip
+            self.reput_from = held
+
+    def position_of(self, commit_log_offset: int) -> int:
+        """Where the reput starts to dispatch the record at ``commit_log_offset`` (the same
+        offset here; an entry's position in DLedger mode)."""
+        return commit_log_offset
 
     def wake(self) -> None:
         """New bytes may be dispatchable."""
@@ -230,8 +259,8 @@ class ReputService:
         on_arrival = self.on_arrival if notify else None
         req = self._take(self.reput_from, bound)
         while req is not None:
-            if self._bounded and any(d.backlogged() for d in self._bounded):
-                for d in self._bounded:
+            if self.bounded and any(d.backlogged() for d in self.bounded):
+                for d in self.bounded:
                     await d.drain()
                 req = self._take(self.reput_from, bound)  # a truncation may have come
                 if req is None:

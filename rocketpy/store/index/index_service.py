@@ -252,22 +252,23 @@ class IndexService:
 
     def dispatch(self, request: DispatchRequest, /) -> None:
         """Index ``UNIQ_KEY`` and every space-separated ``KEYS`` entry of the request's
-        properties as ``topic#key`` (``buildIndex``). Records below the last indexed offset
-        (re-dispatch) and rolled-back transaction records are skipped. Never blocks."""
+        properties as ``topic#key`` (``buildIndex``). Records up to the last indexed one
+        (:meth:`last_indexed`: a re-dispatch) and rolled-back transaction records are skipped.
+        Never blocks."""
         self.dispatch_run((request,))
 
     def dispatch_run(self, run: Sequence[Hint], /) -> None:
         """:meth:`dispatch` for each record of a run (consecutive records, ascending offsets:
         a dispatch pass; a hinted batch for its records), the keys written to the current file
         with one call, its header packed once."""
-        floor = self._last_indexed_offset()
+        floor = self.last_indexed()
         items: list[tuple[int, int, int]] = []
         for request in run:
             phy_offset = request.commit_log_offset
             if isinstance(request, BatchHint):
                 _batch_keys(request, floor, items)
                 continue
-            if phy_offset < floor or (
+            if phy_offset <= floor or (
                 request.sys_flag & _TRANSACTION_MASK == _TRANSACTION_ROLLBACK
             ):
                 continue
@@ -279,10 +280,15 @@ class IndexService:
         for key_hash, phy_offset, timestamp in items[done:]:
             self._put(key_hash, phy_offset, timestamp)
 
-    def _last_indexed_offset(self) -> int:
+    def last_indexed(self) -> int:
+        """The commit-log offset of the last record indexed (its keys are written or waiting
+        for a file), -1 before the first. A re-dispatch from it skips it: its keys are in."""
         if self._pending:
             return self._pending[-1].phy_offset
-        return self._files[-1].header.end_phy_offset if self._files else 0
+        for f in reversed(self._files):
+            if f.header.index_count > 1:  # entry 0 is never used
+                return f.header.end_phy_offset
+        return -1
 
     def _put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
         files = self._files
@@ -443,7 +449,7 @@ class IndexService:
 
 
 def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) -> None:
-    """:meth:`IndexService.dispatch_run`'s keys for a hinted batch, its records below
+    """:meth:`IndexService.dispatch_run`'s keys for a hinted batch, its records up to
     ``floor`` skipped (a batch is never a rolled-back transaction record): the UNIQ_KEYs the
     hint holds and the KEYS of the properties that have some, in record order, hashed in one
     call."""
@@ -451,14 +457,14 @@ def _batch_keys(hint: BatchHint, floor: int, items: list[tuple[int, int, int]]) 
     if uniqs is None:
         for i, text in enumerate(hint.properties):
             phy_offset = units[3 * i]
-            if phy_offset >= floor:
+            if phy_offset > floor:
                 _add_keys(items, topic, text, phy_offset, timestamp)
         return
     keys: list[str] = []
     offsets: list[int] = []
     for i, text in enumerate(hint.properties):
         phy_offset = units[3 * i]
-        if phy_offset < floor:
+        if phy_offset <= floor:
             continue
         if uniq := uniqs[i]:
             keys.append(uniq)

@@ -90,6 +90,7 @@ class IndexProcess:
         self._next_call = 0
         self._stopping = False
         self._dropped = 0
+        self._last_held = -1
         # Dispatch messages not yet written, their size, and the timer that writes them.
         self._unsent: list[bytes] = []
         self._unsent_bytes = self._unsent_records = 0
@@ -153,6 +154,7 @@ class IndexProcess:
                 f"exited with code {proc.returncode} before it was ready"
             )  # fmt: skip
             raise StoreError(f"index worker for {self._dir}: {cause}")
+        self._last_held = first[1] if len(first) > 1 else -1
         writer.transport.set_write_buffer_limits(high=self._high_water, low=self._high_water // 2)
         self._proc, self._writer = proc, writer
         self._reader = asyncio.get_running_loop().create_task(
@@ -254,6 +256,12 @@ class IndexProcess:
             writer.writelines(unsent)
         else:
             self._dropped += records
+
+    def last_held(self) -> int:
+        """The commit-log offset of the last record the worker had indexed when it started
+        (-1: none). The broker's buffered dispatches die with it in a kill -9 while the
+        consume queues keep theirs: the store's start-up re-dispatch begins here."""
+        return self._last_held
 
     def backlogged(self) -> bool:
         """More than the high-water mark (:data:`HIGH_WATER`) waits for the worker."""

@@ -11,7 +11,8 @@ Wire: a msgpack stream each way. Broker to worker, in commit-log order: ``["d", 
 (records to index, no reply; each item a :func:`encode_hint` of a dispatch hint),
 ``["q", id, topic, key, max_num, begin, end]`` (query), ``["x", id, min_phy_offset]``
 (delete expired files), ``["f", id]`` (flush), ``["s", id]`` (statistics). Worker to broker:
-``["ready"]`` once the files are loaded, ``["error", text]`` when they cannot be, and
+``["ready", last indexed record's offset or -1]`` once the files are loaded, ``["error", text]``
+when they cannot be, and
 ``[id, result...]`` per call. The socket's end of file stops the worker: its files are
 flushed and closed (a broker killed with -9 leaves them whole).
 """
@@ -70,7 +71,7 @@ async def serve(service: IndexService, sock: socket.socket) -> None:
         writer.write(pack(["error", f"{type(e).__name__}: {e}"]))
         await writer.drain()
         raise
-    writer.write(pack(["ready"]))
+    writer.write(pack(["ready", service.last_indexed()]))
     unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 30)
     try:
         while chunk := await reader.read(_READ_SIZE):
