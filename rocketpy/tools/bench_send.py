@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rocketpy.tools.benchmark import send_frames
 from rocketpy.tools.children import spawn_namesrv_and_broker, stop
-from rocketpy.tools.loadgen import Latencies, cpu_seconds, pipelined, rss_mb
+from rocketpy.tools.loadgen import Latencies, child_pids, cpu_seconds, pipelined, rss_mb
 
 _REF_LINE = re.compile(r"median=([\d.]+)k msg/s .*server_cpu=([\d.]+)us/msg")
 
@@ -106,15 +106,20 @@ def _mean(a: Figure, b: Figure) -> Figure:
 
 async def _broker_phases(args: argparse.Namespace, workdir: Path) -> tuple[list[Figure], float]:
     """The broker's phases and its idle RSS in MB."""
+    extra = "".join(f"{kv}\n" for kv in args.broker_conf)
     children = spawn_namesrv_and_broker(
-        workdir, "flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
+        workdir, f"flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n{extra}"
     )
     try:
         broker = children[1]
         pid, port = broker.proc.pid, int(broker.booted)
         await asyncio.sleep(1.0)
         idle_rss = rss_mb(pid)
-        print(f"broker pid {pid}, idle RSS {idle_rss:.1f} MB", flush=True)
+        children_rss = sum(rss_mb(child) for child in child_pids(pid))
+        print(f"broker pid {pid}, idle RSS {idle_rss:.1f} MB"
+              + (f" + its index worker {children_rss:.1f} MB" if children_rss else ""),
+              flush=True)  # fmt: skip
+        idle_rss += children_rss
         figs = []
         singles = send_frames(args.topic, args.size, 4096)
         batches = send_frames(args.topic, args.size, 512, args.batch)
@@ -177,6 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-b", "--batch", type=int, default=32)
     parser.add_argument("--messages", type=int, default=200_000, help="messages per phase")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a broker configuration line (repeatable), e.g. messageIndexWorkerEnable=true",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     print(
         f"send path: {args.size} B bodies, {args.inflight} in flight, {args.messages:,} "

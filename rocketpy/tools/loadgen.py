@@ -315,7 +315,7 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` and its live child processes (a broker's index
     worker) have used (``/proc/<pid>/stat``; 0 when unknown)."""
     total = 0.0
-    for one in (pid, *_children(pid)):
+    for one in (pid, *child_pids(pid)):
         try:
             fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
@@ -324,14 +324,14 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def _children(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
     """Live child processes of ``pid`` (``/proc/<pid>/task/*/children``), theirs included."""
     found: list[int] = []
     try:
         for task in Path(f"/proc/{pid}/task").iterdir():
             text = (task / "children").read_text()
             for child in text.split():
-                found += [int(child), *_children(int(child))]
+                found += [int(child), *child_pids(int(child))]
     except OSError:
         pass
     return found

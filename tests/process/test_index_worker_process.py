@@ -17,7 +17,7 @@ from tests.helpers.processes import start_broker, start_namesrv
 pytestmark = pytest.mark.process
 
 TOPIC = "IdxWorker"
-EXTRA = "maxHashSlotNum=4096\nmaxIndexNum=16384\n"
+EXTRA = "maxHashSlotNum=4096\nmaxIndexNum=16384\nmessageIndexWorkerEnable=true\n"
 
 
 def _children(pid: int) -> list[int]:

@@ -148,7 +148,8 @@ def test_sigkill_during_pipelined_sends_keeps_every_acknowledged_one(
     their UNIQ_KEY through the new broker's index."""
     namesrv, ns_addr = start_namesrv(tmp_path)
     store = tmp_path / "store"
-    extra = "maxHashSlotNum=8192\nmaxIndexNum=32768\n"  # every key fits one file
+    # Every key fits one index file; the index in its worker process.
+    extra = "maxHashSlotNum=8192\nmaxIndexNum=32768\nmessageIndexWorkerEnable=true\n"
     if sizes == "default":
         extra += "mappedFileSizeCommitLog=1073741824\nmappedFileSizeConsumeQueue=6000000\n"
     try:

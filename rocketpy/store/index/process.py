@@ -1,4 +1,4 @@
-"""The index built in a child process (``messageIndexWorkerEnable``, the default).
+"""The index built in a child process (``messageIndexWorkerEnable=true``).
 
 Owns: :class:`IndexProcess`, the broker's side of :mod:`rocketpy.store.index.worker` -- what the
 store sees of the index (a dispatcher, queries, expired-file deletion, flush, stop) with the
