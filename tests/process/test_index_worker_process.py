@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketpy.common.codes import RequestCode, ResponseCode
+from rocketpy.tools.loadgen import child_pids
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.processes import start_broker, start_namesrv
 
@@ -18,13 +19,6 @@ pytestmark = pytest.mark.process
 
 TOPIC = "IdxWorker"
 EXTRA = "maxHashSlotNum=4096\nmaxIndexNum=16384\nmessageIndexWorkerEnable=true\n"
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
 
 
 async def _query(client: JavaLikeClient, addr: str, key: str) -> list[bytes]:
@@ -84,7 +78,7 @@ def test_records_the_index_missed_in_a_kill_are_indexed_at_the_next_start(
     try:
         broker, addr = start_broker(tmp_path, ns_addr, store=store, extra=EXTRA)
         try:
-            (worker,) = _children(broker.proc.pid)
+            (worker,) = child_pids(broker.proc.pid)
 
             async def before() -> None:
                 await _sends(addr, 0, 20)

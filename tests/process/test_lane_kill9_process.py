@@ -22,6 +22,7 @@ import pytest
 from rocketpy.common.codes import RequestCode, ResponseCode
 from rocketpy.remoting.protocol.command import RemotingCommand
 from rocketpy.remoting.protocol.frame import decode_frame, encode_frame
+from rocketpy.tools.loadgen import child_pids
 from tests.helpers.broker_client import JavaLikeClient, decode_records
 from tests.helpers.processes import Daemon, start_broker, start_namesrv
 
@@ -73,14 +74,6 @@ async def _send_then_kill(addr: str, broker: Daemon) -> dict[tuple[int, int], tu
         await client.close()
     assert len(acked) >= KILL_AFTER // 2, f"only {len(acked)} sends acknowledged"
     return acked
-
-
-def _children(pid: int) -> list[int]:
-    """The live child processes of ``pid``."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
 
 
 def _gone(pid: int, within_s: float) -> bool:
@@ -155,7 +148,7 @@ def test_sigkill_during_pipelined_sends_keeps_every_acknowledged_one(
     try:
         broker, addr = start_broker(tmp_path, ns_addr, store=store, extra=extra)
         try:
-            workers = _children(broker.proc.pid)
+            workers = child_pids(broker.proc.pid)
             assert len(workers) == 1, workers  # the index worker
             acked = asyncio.run(_send_then_kill(addr, broker))
         finally:
