@@ -67,8 +67,9 @@ async def test_the_worker_indexes_in_order_and_its_files_outlive_it(tmp_path: Pa
     """1. Start a worker; dispatch a hinted batch (records 0..9) and two parsed records (10,
     11), then query. Expected: each UNIQ_KEY and KEYS entry finds its record's offset (a
     query sent after the dispatch sees it); "shared" finds every third record.
-    2. Stop it; start another on the same directory. Expected: the same answers from the
-    files alone; the first worker exited."""
+    2. Dispatch record 12 and stop at once (it is still in the broker side's buffer); start
+    another on the same directory. Expected: the same answers from the files alone, record 12
+    included (a stop sends what waits first); the first worker exited."""
     async with asyncio.timeout(60):
         async with _running(tmp_path) as index:
             first_pid = index.pid
@@ -80,11 +81,13 @@ async def test_the_worker_indexes_in_order_and_its_files_outlive_it(tmp_path: Pa
             assert await _offsets(index, "r11") == [11000]
             assert await _offsets(index, "U10") == [10000]
             assert len((await index.statistics()).file_names) == 1
+            index.dispatch(_record(12))
         assert first_pid is not None
         assert not os.path.exists(f"/proc/{first_pid}/cmdline")
         async with _running(tmp_path) as again:
             assert await _offsets(again, "shared") == [0, 3000, 6000, 9000]
             assert await _offsets(again, "r11") == [11000]
+            assert await _offsets(again, "r12") == [12000]
 
 
 async def test_a_killed_worker_is_replaced_and_its_files_reloaded(tmp_path: Path) -> None:
