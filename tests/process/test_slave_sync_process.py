@@ -22,7 +22,12 @@ SLAVE = HA_KEYS + "brokerId=1\nbrokerRole=SLAVE\nslaveSynchronizeIntervalMs=200\
 
 
 def _text(path: Path) -> str:
-    return path.read_text(encoding="utf-8") if path.exists() else ""
+    """The file's text, "" while it does not exist -- also for the moment of each rewrite in
+    which it does not (upstream's order: the file renamed to .bak, then .tmp renamed to it)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
 
 
 async def _scenario(ns: str, master: str, slave: str, slave_store: Path) -> None:
