@@ -31,9 +31,9 @@ import structlog
 
 import rocketpy
 from rocketpy.common.errors import StoreError
-from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
+from rocketpy.store.dispatch import DispatchRequest, Hint
 from rocketpy.store.index.index_service import IndexServiceStatistics, QueryOffsetResult
-from rocketpy.store.index.worker import encode_hint
+from rocketpy.store.index.worker import dispatched_records, encode_hint
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +93,7 @@ class IndexProcess:
         self._last_held = -1
         # Dispatch messages not yet written, their size, and the timer that writes them.
         self._unsent: list[bytes] = []
-        self._unsent_bytes = self._unsent_records = 0
+        self._unsent_bytes = 0
         self._send_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -212,9 +212,7 @@ class IndexProcess:
         proc, self._proc = self._proc, None
         if writer is None or proc is None:
             return
-        with contextlib.suppress(ConnectionError):
-            writer.close()  # the worker's end of file: it stops
-        code = await _end(proc, None, self._stop_timeout_s)
+        code = await _end(proc, writer, self._stop_timeout_s)  # its end of file: it stops
         if self._reader is not None:
             await self._reader
             self._reader = None
@@ -230,15 +228,13 @@ class IndexProcess:
 
     def dispatch_run(self, run: tuple[Hint, ...] | list[Hint], /) -> None:
         """Index a dispatch pass's records: one message to the worker."""
-        writer = self._writer
-        records = sum(len(h.properties) if isinstance(h, BatchHint) else 1 for h in run)
-        if writer is None or writer.transport.is_closing():
-            self._dropped += records
-            return
         message = self._pack(["d", [encode_hint(h) for h in run]])
+        writer = self._writer
+        if writer is None or writer.transport.is_closing():
+            self._dropped += dispatched_records([message])
+            return
         self._unsent.append(message)
         self._unsent_bytes += len(message)
-        self._unsent_records += records
         if self._unsent_bytes >= SEND_BYTES:
             self._send()
         elif self._send_timer is None:
@@ -249,13 +245,12 @@ class IndexProcess:
         if self._send_timer is not None:
             self._send_timer.cancel()
             self._send_timer = None
-        unsent, records = self._unsent, self._unsent_records
-        self._unsent, self._unsent_bytes, self._unsent_records = [], 0, 0
+        unsent, self._unsent, self._unsent_bytes = self._unsent, [], 0
         writer = self._writer
         if writer is not None and not writer.transport.is_closing():
             writer.writelines(unsent)
-        else:
-            self._dropped += records
+        else:  # rare: counted from the messages, not on every dispatch
+            self._dropped += dispatched_records(unsent)
 
     def last_held(self) -> int:
         """The commit-log offset of the last record the worker had indexed when it started

@@ -51,6 +51,16 @@ def encode_hint(hint: Hint) -> tuple[Any, ...]:
             hint.sys_flag)  # fmt: skip
 
 
+def dispatched_records(messages: list[bytes]) -> int:
+    """How many records packed ``["d", items]`` messages hold (a batch's properties count
+    its records): what the broker counts as dropped when it cannot send them."""
+    count = 0
+    for message in messages:
+        for item in msgpack.unpackb(message, raw=False)[1]:
+            count += len(item[3]) if type(item[2]) is list else 1
+    return count
+
+
 def decode_hint(item: list[Any]) -> Hint:
     """:func:`encode_hint`'s hint again, with what the index reads of it."""
     topic, timestamp, third, properties, last = item
