@@ -46,9 +46,9 @@ def _run(
 def test_controller_chaos_named_scenarios(tmp_path: Path) -> None:
     """1. Start mqnamesrv, three mqcontrollers (no unclean election) and brokers 1-3 of
     broker-a (controller mode, allAckInSyncStateSet=true); two producers send all along.
-    2. SIGSTOP both slaves until the master appended more, SIGKILL all three; restart the
-    slaves (one is elected), then the old master. Expected: it truncates its divergent tail
-    (logged, counted) and rejoins as slave.
+    2. SIGSTOP both slaves, send to the master until it appended more, SIGKILL all three;
+    restart the slaves (one is elected), then the old master. Expected: it truncates its
+    divergent tail (logged, counted) and rejoins as slave.
     3. SIGKILL the master and the controller leader together; restart both after the failover.
     4. SIGSTOP the master (a network cut); SIGCONT it after the failover.
     Expected after each: a master with SyncStateSet {1, 2, 3} and a SEND_OK within 40 s. At the

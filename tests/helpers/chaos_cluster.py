@@ -57,6 +57,8 @@ ALL = frozenset({1, 2, 3})
 FAILOVER_TIMEOUT_S = 15.0
 RECOVERY_TIMEOUT_S = 40.0
 SEND_TIMEOUT_S = 3.0
+#: How long the diverge fault waits for the frozen-slaves master to append its probe send.
+DIVERGE_TIMEOUT_S = 10.0
 #: How long the final read waits for a queue's max offset to cover its last SEND_OK.
 DISPATCH_WAIT_S = 20.0
 # A send whose outcome is unknown: stored on the master but not (yet) on the SyncStateSet.
@@ -267,6 +269,7 @@ class ChaosRun:
         self._every_broker: list[Daemon] = []  # restarted ones too: their logs count truncations
         self._stop_producers = asyncio.Event()
         self._ok_count = 0
+        self._probes = 0  # the diverge fault's own sends
         self._ok_times: list[float] = []  # monotonic time of every SEND_OK
 
     # -- processes -----------------------------------------------------------------------
@@ -529,25 +532,45 @@ class ChaosRun:
         return failover
 
     async def _diverge_master(self, master: int, epoch: int) -> float | None:
-        """Freeze both slaves, let the master append more, SIGKILL all three; restart the
-        slaves (one becomes master: the SyncStateSet still holds them) and then the old
-        master, which must cut its tail back to the new master's history."""
+        """Freeze both slaves, make the master append a send of our own, SIGKILL all three;
+        restart the slaves (one becomes master: the SyncStateSet still holds them) and then the
+        old master, which must cut its tail back to the new master's history.
+
+        Raises:
+            AssertionError: the master appended nothing within DIVERGE_TIMEOUT_S.
+        """
         slaves = sorted(ALL - {master})
         for s in slaves:
             self._pause(self.brokers[s])
         store = self.tmp / f"b{master}"
         size = len(commit_log_bytes(store))
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(2):
+        # The producers' sends may all be waiting for acks, appended before `size` was read and
+        # already on a slave: then nothing diverges. A send appended after both slaves stopped
+        # is on no slave, so the old master surely has a tail to cut. It is never acknowledged
+        # (both slaves must ack it) and is recorded like any producer's attempt.
+        self._probes += 1
+        client = JavaLikeClient(producer_group="chaos-diverge")
+        addr = self.broker_addr[master]
+        probe = asyncio.create_task(self._attempt(client, addr, f"diverge-{self._probes}", 0))
+        try:
+            async with asyncio.timeout(DIVERGE_TIMEOUT_S):
                 while len(commit_log_bytes(store)) <= size:
                     await asyncio.sleep(0.01)
-        # All three at once, the master first: a slave reaped before the master is killed
-        # would let the master shrink the SyncStateSet to itself and nobody could be elected.
-        for b in (master, *slaves):
-            self.brokers[b].proc.kill()
-        for b in (master, *slaves):
-            await asyncio.to_thread(self.brokers[b].stop)
-            self._paused.discard(self.brokers[b].proc.pid)
+        except TimeoutError:
+            raise AssertionError(
+                f"b{master} appended nothing in {DIVERGE_TIMEOUT_S} s with both slaves stopped"
+            ) from None
+        finally:
+            # All three at once, the master first: a slave reaped before the master is killed
+            # would let the master shrink the SyncStateSet to itself and nobody could be elected.
+            for b in (master, *slaves):
+                self.brokers[b].proc.kill()
+            for b in (master, *slaves):
+                await asyncio.to_thread(self.brokers[b].stop)
+                self._paused.discard(self.brokers[b].proc.pid)
+            async with asyncio.timeout(SEND_TIMEOUT_S * 2):
+                await probe
+            await client.close()
         for s in slaves:
             await asyncio.to_thread(self._start_broker, s)
         # Failover counts from the moment the slaves are back (nobody could be elected before).
