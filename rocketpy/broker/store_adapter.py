@@ -144,12 +144,15 @@ class MessageStoreAdapter:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-index")
         self.index: IndexService | IndexProcess | None = None
         if config.message_index_enable and config.message_index_worker_enable:
-            self.index = IndexProcess(
+            worker = IndexProcess(
                 config.root_dir / "index",
                 hash_slot_num=broker.max_hash_slot_num,
                 index_num=broker.max_index_num,
                 max_msgs_num_batch=broker.max_msgs_num_batch,
+                # A replaced worker gets what the one that died lost, from the commit log.
+                on_restart=lambda: self.store.rewind_dispatch(worker),
             )
+            self.index = worker
         elif config.message_index_enable:
             self.index = IndexService(
                 config.root_dir / "index",

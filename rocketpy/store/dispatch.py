@@ -137,3 +137,9 @@ class BoundedDispatcher(Protocol):
     async def drain(self) -> None:
         """Return once the backlog is small again (or can no longer shrink)."""
         ...
+
+    def rewound(self) -> None:
+        """The reput went back to :meth:`last_held` after :meth:`ReputService.rewind
+        <rocketpy.store.consume_queue.reput.ReputService.rewind>` (or found nothing to go back
+        to): what it dispatches from now on follows what the dispatcher holds."""
+        ...

@@ -33,7 +33,12 @@ from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.consume_queue.consume_queue import ConsumeQueue
 from rocketpy.store.consume_queue.reput import ArrivalHook, ReputService, valid_end
 from rocketpy.store.consume_queue.unit import MAX_UNITS_PER_PACK, CqUnit
-from rocketpy.store.dispatch import BatchHint, CommitLogDispatcher, DispatchRequest
+from rocketpy.store.dispatch import (
+    BatchHint,
+    BoundedDispatcher,
+    CommitLogDispatcher,
+    DispatchRequest,
+)
 from rocketpy.store.flush import ConsumeQueueFlushService
 from rocketpy.store.get_types import GetResult
 from rocketpy.store.read_path import MAX_PULL_BYTES, read_queue
@@ -143,6 +148,11 @@ class MessageStore:
     def register_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         """Add a dispatcher (e.g. the IndexService) before :meth:`start`."""
         self.reput.register(dispatcher)
+
+    def rewind_dispatch(self, dispatcher: BoundedDispatcher) -> None:
+        """A restarted ``dispatcher`` (a replaced index worker) is given again the records
+        after the last one it holds (``ReputService.rewind``)."""
+        self.reput.rewind(dispatcher, self.commit_log.min_offset)
 
     def _confirm_offset(self) -> int | None:
         limit = self.commit_log.dispatch_limit

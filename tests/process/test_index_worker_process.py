@@ -113,3 +113,58 @@ def test_records_the_index_missed_in_a_kill_are_indexed_at_the_next_start(
             assert again.stop() == 0, again.output()
     finally:
         namesrv.stop()
+
+
+async def _replaced(client: JavaLikeClient, addr: str, broker_pid: int, old: int) -> None:
+    """Until a worker other than ``old`` runs and answers queries (StoreError until then)."""
+    ext = {"topic": TOPIC, "key": "none", "maxNum": "1", "beginTimestamp": "0",
+           "endTimestamp": str(2**62)}  # fmt: skip
+    async with asyncio.timeout(20):
+        while True:
+            if [p for p in child_pids(broker_pid) if p != old]:
+                resp = await client.call(addr, RequestCode.QUERY_MESSAGE, ext)
+                if resp.code in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
+                    return
+            await asyncio.sleep(0.05)
+
+
+def test_a_replaced_worker_is_given_what_the_dead_one_lost(tmp_path: Path) -> None:
+    """1. A broker indexes sends 0..19 (found by key). 2. Its index worker is stopped
+    (SIGSTOP); sends 20..29 are acknowledged and reach the consume queue (handed to the
+    stopped worker's socket), then the worker is SIGKILLed. 3. Sends 30..39 at once, while no
+    worker runs. Expected, without a broker restart: a new worker starts; keys 0..39 are each
+    found once (the reput went back to the new worker's last record); the consume queue still
+    holds 40 messages (the units it had are not written twice)."""
+    namesrv, ns_addr = start_namesrv(tmp_path)
+    try:
+        broker, addr = start_broker(tmp_path, ns_addr, store=tmp_path / "store", extra=EXTRA)
+        try:
+            (worker,) = child_pids(broker.proc.pid)
+
+            async def run() -> None:
+                await _sends(addr, 0, 20)
+                client = JavaLikeClient()
+                try:
+                    assert await _until_found(client, addr, "key19") == [b"m19"]
+                    os.kill(worker, signal.SIGSTOP)
+                    await _sends(addr, 20, 10)
+                    await _dispatched(addr, 30)
+                    os.kill(worker, signal.SIGKILL)
+                    await _sends(addr, 30, 10)
+                    await _replaced(client, addr, broker.proc.pid, worker)
+                    assert await _until_found(client, addr, "key39") == [b"m39"]
+                    for i in range(40):
+                        assert await _query(client, addr, f"key{i}") == [f"m{i}".encode()]
+                    pulled = await client.pull(addr, "g2", TOPIC, 0, max_nums=64, expression="*")
+                    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+                    bodies = [m.body for m in decode_records(pulled.body or b"")]
+                    assert bodies == [f"m{i}".encode() for i in range(40)]
+                    assert pulled.ext("maxOffset") == "40"
+                finally:
+                    await client.close()
+
+            asyncio.run(run())
+        finally:
+            assert broker.stop() == 0, broker.output()
+    finally:
+        namesrv.stop()

@@ -201,6 +201,8 @@ class ReputService:
         self.dispatchers: list[CommitLogDispatcher] = []
         # Dispatchers that may fall behind (an index worker): the reput waits for them.
         self.bounded: list[BoundedDispatcher] = []
+        # Restarted dispatchers to go back for (rewind), with the log's first byte then.
+        self._rewinds: list[tuple[BoundedDispatcher, int]] = []
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -221,19 +223,39 @@ class ReputService:
         behind lost its files, not a few passes). Records the consume queues hold are
         skipped there."""
         for d in self.bounded:
-            held = d.last_held()
-            if held >= 0:
-                held = self.position_of(held)
-            if not max(0, min_offset) <= held < self.reput_from:
-                continue
-            if self.reput_from - held > CATCH_UP_MAX:
-                log.warning("dispatcher too far behind to catch up, its records stay out",
-                            dispatcher=type(d).__name__, held=held,
-                            reput_from=self.reput_from)  # fmt: skip
-                continue
-            log.info("re-dispatch from a dispatcher's last record", held=held,
-                     reput_from=self.reput_from, dispatcher=type(d).__name__)  # fmt: skip
-            self.reput_from = held
+            self._back_to(d, min_offset)
+
+    def rewind(self, dispatcher: BoundedDispatcher, min_offset: int) -> None:
+        """``dispatcher`` was restarted (an index worker replaced after it died): what was
+        handed to the one that died after its ``last_held()`` record is gone, so dispatch
+        again from there, as :meth:`catch_up` does at start-up. Done between passes (a pass
+        under way would move ``reput_from`` past it again), then ``dispatcher.rewound()``:
+        until then it drops what it is given, which lies past the rewind. Every dispatcher
+        sees the records again; the consume queues skip the units they hold."""
+        self._rewinds.append((dispatcher, min_offset))
+        self.wake()
+
+    def _apply_rewinds(self) -> None:
+        rewinds, self._rewinds = self._rewinds, []
+        for d, min_offset in rewinds:
+            self._back_to(d, min_offset)
+            d.rewound()
+
+    def _back_to(self, d: BoundedDispatcher, min_offset: int) -> None:
+        """``reput_from`` back to ``d``'s last record, within the limits of :meth:`catch_up`."""
+        held = d.last_held()
+        if held >= 0:
+            held = self.position_of(held)
+        if not max(0, min_offset) <= held < self.reput_from:
+            return
+        if self.reput_from - held > CATCH_UP_MAX:
+            log.warning("dispatcher too far behind to catch up, its records stay out",
+                        dispatcher=type(d).__name__, held=held,
+                        reput_from=self.reput_from)  # fmt: skip
+            return
+        log.info("re-dispatch from a dispatcher's last record", held=held,
+                 reput_from=self.reput_from, dispatcher=type(d).__name__)  # fmt: skip
+        self.reput_from = held
 
     def position_of(self, commit_log_offset: int) -> int:
         """Where the reput starts to dispatch the record at ``commit_log_offset`` (the same
@@ -257,11 +279,16 @@ class ReputService:
         awaitable); ``notify=False`` tells arrival nothing."""
         bound = self.bound() if upto is None else min(self.bound(), upto)
         on_arrival = self.on_arrival if notify else None
+        if self._rewinds:
+            self._apply_rewinds()
         req = self._take(self.reput_from, bound)
         while req is not None:
-            if self.bounded and any(d.backlogged() for d in self.bounded):
-                for d in self.bounded:
-                    await d.drain()
+            if self._rewinds or (self.bounded and any(d.backlogged() for d in self.bounded)):
+                if self._rewinds:
+                    self._apply_rewinds()
+                else:
+                    for d in self.bounded:
+                        await d.drain()
                 req = self._take(self.reput_from, bound)  # a truncation may have come
                 if req is None:
                     break

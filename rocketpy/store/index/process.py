@@ -9,9 +9,11 @@ records (one msgpack write) and the worker indexes them in commit-log order; a q
 behind the records sent before it, so it sees them.
 
 Failure: a worker that cannot load its files stops the broker's start with the worker's own
-error. One that dies later is logged and started again (its files are reloaded; the records
-dispatched while none ran are not indexed, counted in :meth:`IndexProcess.dropped`); queries
-meanwhile fail with StoreError. A worker behind by more than :data:`HIGH_WATER` bytes holds the
+error. One that dies later is logged and started again (its files are reloaded); the store
+then dispatches again from the last record the files hold (``on_restart``: the reput's
+rewind), so what the dead worker lost or was never sent is indexed after all (without that
+hook it is counted in :meth:`IndexProcess.dropped`); queries meanwhile fail with StoreError.
+A worker behind by more than :data:`HIGH_WATER` bytes holds the
 reput (the consume queues wait, as upstream's dispatcher waits for its index), never the
 appends.
 """
@@ -23,6 +25,7 @@ import contextlib
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,11 +70,14 @@ class IndexProcess:
         call_timeout_s: float = 10.0,
         stop_timeout_s: float = 60.0,
         high_water: int = HIGH_WATER,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         """Args: the ``index`` directory and ``maxHashSlotNum``/``maxIndexNum``/
         ``maxMsgsNumBatch``; how long a start (loading the files), a call and a stop (the
         worker's last writes and flush) may take; the bytes waiting for the worker above
-        which the reput waits."""
+        which the reput waits; what to call once a worker that died is replaced (the store
+        asks its reput to :meth:`rewind <rocketpy.store.consume_queue.reput.ReputService.
+        rewind>` for this dispatcher; dispatches are dropped until :meth:`rewound`)."""
         self._args = [
             "--dir", str(directory), "--hash-slot-num", str(hash_slot_num),
             "--index-num", str(index_num), "--max-msgs-num-batch", str(max_msgs_num_batch),
@@ -81,6 +87,9 @@ class IndexProcess:
         self._call_timeout_s = call_timeout_s
         self._stop_timeout_s = stop_timeout_s
         self._high_water = high_water
+        self._on_restart = on_restart
+        # A replacement worker is waiting for the reput's rewind: dispatches are dropped.
+        self._resyncing = False
         self._pack = msgpack.Packer().pack
         self._proc: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -103,7 +112,7 @@ class IndexProcess:
 
     @property
     def dropped(self) -> int:
-        """Records dispatched while no worker ran (not indexed)."""
+        """Records dispatched while no worker ran, never sent again (without ``on_restart``)."""
         return self._dropped
 
     # -- life cycle ------------------------------------------------------------------------
@@ -196,6 +205,10 @@ class IndexProcess:
             except (StoreError, OSError) as e:
                 log.warning("index worker start failed, trying again", error=str(e))
             else:
+                if self._on_restart is not None:
+                    # No await since the worker came up: nothing was sent to it yet.
+                    self._resyncing = True
+                    self._on_restart()
                 return
 
     async def stop(self) -> None:
@@ -228,11 +241,14 @@ class IndexProcess:
 
     def dispatch_run(self, run: tuple[Hint, ...] | list[Hint], /) -> None:
         """Index a dispatch pass's records: one message to the worker."""
-        message = self._pack(["d", [encode_hint(h) for h in run]])
         writer = self._writer
-        if writer is None or writer.transport.is_closing():
-            self._dropped += dispatched_records([message])
+        if writer is None or self._resyncing or writer.transport.is_closing():
+            if self._on_restart is None:  # nobody dispatches them again
+                self._dropped += dispatched_records(
+                    [self._pack(["d", list(map(encode_hint, run))])]
+                )
             return
+        message = self._pack(["d", [encode_hint(h) for h in run]])
         self._unsent.append(message)
         self._unsent_bytes += len(message)
         if self._unsent_bytes >= SEND_BYTES:
@@ -249,7 +265,7 @@ class IndexProcess:
         writer = self._writer
         if writer is not None and not writer.transport.is_closing():
             writer.writelines(unsent)
-        else:  # rare: counted from the messages, not on every dispatch
+        elif self._on_restart is None:  # rare: counted from the messages, not per dispatch
             self._dropped += dispatched_records(unsent)
 
     def last_held(self) -> int:
@@ -257,6 +273,10 @@ class IndexProcess:
         (-1: none). The broker's buffered dispatches die with it in a kill -9 while the
         consume queues keep theirs: the store's start-up re-dispatch begins here."""
         return self._last_held
+
+    def rewound(self) -> None:
+        """The reput went back to the replacement worker's last record: dispatch again."""
+        self._resyncing = False
 
     def backlogged(self) -> bool:
         """More than the high-water mark (:data:`HIGH_WATER`) waits for the worker."""
