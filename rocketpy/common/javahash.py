@@ -10,7 +10,8 @@ below 31, so two ``bytes.translate`` calls turn the bytes into two base-31 numer
 such byte strings. It runs about four times faster than a per-unit dot product and is evaluated
 for every message's tags and index keys. Long texts go in chunks (the C parser is quadratic and
 refuses numerals above ``sys.get_int_max_str_digits()``), joined as
-``hash(a + b) = hash(a) * 31**len(b) + hash(b)``.
+``hash(a + b) = hash(a) * 31**len(b) + hash(b)``. Texts of bytes '0'..'N' only (upper-case hex
+UNIQ_KEYs, the index's most common keys) need one numeral: each byte is 48 plus a digit.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ _CHUNK: Final = 128
 _CHUNK_POWER: Final = pow(31, _CHUNK, 1 << 32)
 #: 31**n mod 2**32 for n up to _CHUNK: shifts a prefix's hash past a text of n units.
 _POWERS: Final = tuple(pow(31, n, 1 << 32) for n in range(_CHUNK + 1))
+#: The bytes '0'..'N' (48..78: digits, upper-case hex) are 48 plus one base-31 digit, so a text
+#: of only those (a UNIQ_KEY, a numeric key) is one numeral: ``hash = 48 * sum(31**k for k < n)
+#: + int(digits, 31)``, one parse instead of two.
+_NARROW: Final = bytes(range(48, 79))
+_NARROW_DIGITS: Final = bytes(_DIGITS[b - 48] if 48 <= b <= 78 else 48 for b in range(256))
+#: 48 * (31**n - 1) / 30 mod 2**32, the part of a narrow text's hash its length fixes.
+_NARROW_BASE: Final = tuple(48 * ((31**n - 1) // 30) & _MASK for n in range(_CHUNK + 1))
 
 
 def _poly(raw: bytes) -> int:
@@ -77,11 +85,23 @@ def java_string_hashes(prefix: str, texts: list[str]) -> list[int]:
     if not (joined.isascii() and prefix.isascii()):
         return [java_string_hash(prefix + text) for text in texts]
     raw = joined.encode("ascii")
-    lo, hi = raw.translate(_LO), raw.translate(_HI)
     head = _poly_mod(prefix.encode("ascii"))
     powers, short, chunk = _POWERS, _SHORT, _CHUNK
     out: list[int] = []
     start = 0
+    if raw and not raw.translate(None, _NARROW):  # UNIQ_KEYs: one numeral each
+        digits, base = raw.translate(_NARROW_DIGITS), _NARROW_BASE
+        for text in texts:
+            n = len(text)
+            end = start + n
+            if 0 < n <= chunk:
+                h = (head * powers[n] + base[n] + int(digits[start:end], 31)) & _MASK
+            else:
+                h = (head * pow(31, n, 1 << 32) + _poly_mod(raw[start:end])) & _MASK
+            out.append(h - 0x1_0000_0000 if h & 0x8000_0000 else h)
+            start = end
+        return out
+    lo, hi = raw.translate(_LO), raw.translate(_HI)
     for text in texts:
         n = len(text)
         end = start + n

@@ -77,10 +77,16 @@ def test_javahash_chunk_and_short_boundaries_equal_the_definition() -> None:
 
 @given(
     st.one_of(st.just(""), st.just("TopicTest#"), st.text(max_size=40)),
-    st.lists(st.one_of(st.text(max_size=200), st.text("0123456789ABCDEF#_", max_size=140))),
+    st.one_of(
+        st.lists(st.one_of(st.text(max_size=200), st.text("0123456789ABCDEF#_", max_size=140))),
+        # Only '0'..'N' (UNIQ_KEYs: one numeral each), with the bytes just outside in some.
+        st.lists(st.text("0123456789ABCDEFN", max_size=140)),
+        st.lists(st.text("0N/O", max_size=140)),
+    ),
 )
 def test_javahash_of_many_equals_the_definition(prefix: str, texts: list[str]) -> None:
     """1. A prefix (none, a topic's, any text) and a list of texts, ASCII (index keys) or not,
-    of every length class (empty, below the short cut, one chunk, several).
+    of every length class (empty, below the short cut, one chunk, several), some only of
+    '0'..'N' (upper-case hex: UNIQ_KEYs).
     Expected: java_string_hashes gives each prefixed text's step-by-step hash, in order."""
     assert java_string_hashes(prefix, texts) == [_java_loop(prefix + t) for t in texts]
