@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketpy.common.errors import CodecError
 from rocketpy.remoting.protocol.headers.base import (
@@ -127,3 +129,35 @@ def test_decoder_builds_the_same_instance_as_its_init() -> None:
         from_ext(_Checked, {"topic": ""})
     with pytest.raises(MissingHeaderField):
         from_ext(_Mutable, {"queueId": "3"})
+
+
+_INT_TEXTS = st.one_of(
+    st.integers(-2, 1100).map(str),  # the looked-up small numbers and just past them
+    st.integers(-(2**40), 2**40).map(str),
+    st.sampled_from([" 7", "7 ", "+3", "007", "-0", "0x1", "", "1.0", "٣"]),
+    st.text(max_size=6),
+)
+_BOOL_TEXTS = st.one_of(
+    st.sampled_from(["true", "false", "TRUE", " true ", "False", "yes", "", "1"]),
+    st.text(max_size=6),
+)
+
+
+@given(_INT_TEXTS, _BOOL_TEXTS)
+def test_decoder_reads_numbers_and_booleans_as_java_parses_them(number: str, flag: str) -> None:
+    """1. Decode a header whose int field (Java int) and boolean field hold any text: small
+    numbers the decoder looks up, others, spaced, signed, padded, non-numeric.
+    Expected: the int is Integer.parseInt's reading (whitespace stripped, as int() reads it)
+    or CodecError naming the field; the boolean is Boolean.parseBoolean's."""
+    ext = {"topic": "T", "queueId": number, "compressed": flag}
+    try:
+        want = int(number.strip())
+    except ValueError:
+        want = None
+    if want is None or not -(2**31) <= want < 2**31:
+        with pytest.raises(CodecError, match="field=queueId"):
+            from_ext(_Header, ext)
+        return
+    got = from_ext(_Header, ext)
+    assert got.queue_id == want
+    assert got.compressed is (flag.strip().lower() == "true")

@@ -242,6 +242,13 @@ def _settable(cls: type, attrs: list[str]) -> bool:
     return [f.name for f in dataclasses.fields(cls) if f.init] == attrs
 
 
+#: The decimal text of the small numbers most header fields hold, and their values (what
+#: ``int`` gives for them, all within Java's int).
+_SMALL_INTS: Final = {str(n): n for n in range(-1, 1024)}
+#: The boolean texts Java clients write, and their values (what ``_parse_bool`` gives).
+_BOOLS: Final = {"true": True, "false": False}
+
+
 def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mapping[str, str]], Any]:
     """Generate a straight-line decoder for ``cls`` (as dataclasses generates ``__init__``): the
     send path decodes a header per message, and the generic loop cost more than the send.
@@ -266,6 +273,8 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
         "HI": JAVA_LONG_MAX,
         "ILO": JAVA_INT_MIN,
         "IHI": JAVA_INT_MAX,
+        "SMALL": _SMALL_INTS,
+        "BOOLS": _BOOLS,
     }
     lines = ["def decode(fields):", "    get = fields.get"]
     args: list[str] = []
@@ -292,11 +301,24 @@ def _compile_decoder(cls: type, keys: tuple[str, ...] | None) -> Callable[[Mappi
             lines.append("    else:")
         indent = "    " if mandatory else "        "
         if parser is _parse_bool:
-            lines.append(f"{indent}v{i} = v{i}.strip().lower() == 'true'")
+            # The usual texts by lookup; any other spelling as _parse_bool reads it.
+            lines += [
+                f"{indent}b = BOOLS.get(v{i})",
+                f"{indent}v{i} = v{i}.strip().lower() == 'true' if b is None else b",
+            ]
         elif parser is not _identity:
             convert = f"int(v{i})" if parser is _parse_int else f"p{i}(v{i})"
             lo, hi = ("ILO", "IHI") if name in JAVA_INT_FIELDS else ("LO", "HI")
             namespace[f"p{i}"] = parser
+            if parser is _parse_int:
+                # Small numbers (queue ids, flags, counts) by lookup; the rest parsed.
+                lines += [
+                    f"{indent}n = SMALL.get(v{i})",
+                    f"{indent}if n is not None:",
+                    f"{indent}    v{i} = n",
+                    f"{indent}else:",
+                ]
+                indent += "    "
             lines += [
                 f"{indent}try:",
                 f"{indent}    v{i} = {convert}",
