@@ -61,6 +61,14 @@ async def test_timer_takeover_skips_what_the_master_delivered(
     assert [m.body for m in decode_records(pulled.body or b"")] == [b"L"]
 
 
+def _stored_master_offset(timercheck: Path) -> int:
+    """masterTimerQueueOffset in ``timercheck``; -1 before it is first written."""
+    try:
+        return decode_checkpoint(timercheck.read_bytes()).master_timer_queue_offset
+    except FileNotFoundError:
+        return -1
+
+
 async def test_timer_checkpoint_synced_to_slave(
     broker_factory: BrokerFactory, namesrv: NamesrvService, client: JavaLikeClient, tmp_path: Path
 ) -> None:
@@ -82,7 +90,9 @@ async def test_timer_checkpoint_synced_to_slave(
     assert slave.timer is not None
     st = slave.timer
     await wait_until(lambda: st.synced_offset == 1 and st.synced_read_ms > at, 10)
-    stored = decode_checkpoint((tmp_path / "s" / "config" / "timercheck").read_bytes())
-    assert stored.master_timer_queue_offset == 1
+    timercheck = tmp_path / "s" / "config" / "timercheck"
+    # Adopted first, then written (apply_synced_checkpoint awaits the flush): the file follows.
+    await wait_until(lambda: _stored_master_offset(timercheck) == 1, 5)
+    stored = decode_checkpoint(timercheck.read_bytes())
     assert stored.last_read_time_ms > at
     assert stored.last_timer_queue_offset == 0  # the slave's own wheel has read nothing yet
