@@ -283,12 +283,13 @@ class ReputService:
             self._apply_rewinds()
         req = self._take(self.reput_from, bound)
         while req is not None:
-            if self._rewinds or (self.bounded and any(d.backlogged() for d in self.bounded)):
-                if self._rewinds:
-                    self._apply_rewinds()
-                else:
-                    for d in self.bounded:
-                        await d.drain()
+            if self._rewinds:  # asked for during the last pass
+                self._apply_rewinds()
+                req = self._take(self.reput_from, bound)
+                continue
+            if self.bounded and any(d.backlogged() for d in self.bounded):
+                for d in self.bounded:
+                    await d.drain()
                 req = self._take(self.reput_from, bound)  # a truncation may have come
                 if req is None:
                     break

@@ -34,7 +34,7 @@ import structlog
 
 import rocketpy
 from rocketpy.common.errors import StoreError
-from rocketpy.store.dispatch import DispatchRequest, Hint
+from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
 from rocketpy.store.index.index_service import IndexServiceStatistics, QueryOffsetResult
 from rocketpy.store.index.worker import dispatched_records, encode_hint
 
@@ -244,9 +244,8 @@ class IndexProcess:
         writer = self._writer
         if writer is None or self._resyncing or writer.transport.is_closing():
             if self._on_restart is None:  # nobody dispatches them again
-                self._dropped += dispatched_records(
-                    [self._pack(["d", list(map(encode_hint, run))])]
-                )
+                self._dropped += sum(len(h.properties) if isinstance(h, BatchHint) else 1
+                                     for h in run)  # fmt: skip
             return
         message = self._pack(["d", [encode_hint(h) for h in run]])
         self._unsent.append(message)
