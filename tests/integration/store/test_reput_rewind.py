@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -57,16 +58,25 @@ class _Restarted:
         self.rewinds.append(len(self.offsets))
 
 
-async def _started(root: Path, dispatcher: _Restarted) -> MessageStore:
+@contextlib.asynccontextmanager
+async def _ten_dispatched(root: Path) -> AsyncIterator[tuple[MessageStore, _Restarted]]:
+    """A started store whose first 10 records reached a :class:`_Restarted` dispatcher;
+    stopped on the way out."""
     config = MessageStoreConfig.build({
         "storePathRootDir": str(root),
         "mappedFileSizeCommitLog": 1 << 20,
         "mappedFileSizeConsumeQueue": 4000,
     })  # fmt: skip
     store = MessageStore(config)
-    store.register_dispatcher(dispatcher)
+    d = _Restarted()
+    store.register_dispatcher(d)
     await store.start()
-    return store
+    try:
+        await _put(store, range(10))
+        await wait_until(lambda: len(d.offsets) == 10, 5)
+        yield store, d
+    finally:
+        await store.stop()
 
 
 async def _put(store: MessageStore, numbers: range) -> None:
@@ -86,22 +96,15 @@ async def test_rewind_dispatches_again_from_the_dispatchers_last_record(tmp_path
     holding records up to the 4th: the store rewinds for it.
     Expected: it is told rewound() once and then given records 4..10 again, in order; the
     consume queue still holds 10 units (none written twice)."""
-    async with asyncio.timeout(20):
-        d = _Restarted()
-        store = await _started(tmp_path, d)
-        try:
-            await _put(store, range(10))
-            await wait_until(lambda: len(d.offsets) == 10, 5)
-            first = list(d.offsets)
-            d.held = first[3]
-            store.rewind_dispatch(d)
-            await wait_until(lambda: len(d.offsets) == 17, 5)
-            assert d.rewinds == [10]
-            assert d.offsets[10:] == first[3:]
-            assert store.max_offset_in_queue(TOPIC, 0) == 10
-            assert _queue(store) == 10
-        finally:
-            await store.stop()
+    async with asyncio.timeout(20), _ten_dispatched(tmp_path) as (store, d):
+        first = list(d.offsets)
+        d.held = first[3]
+        store.rewind_dispatch(d)
+        await wait_until(lambda: len(d.offsets) == 17, 5)
+        assert d.rewinds == [10]
+        assert d.offsets[10:] == first[3:]
+        assert store.max_offset_in_queue(TOPIC, 0) == 10
+        assert _queue(store) == 10
 
 
 async def test_a_rewind_asked_during_a_pass_comes_after_it(tmp_path: Path) -> None:
@@ -110,26 +113,19 @@ async def test_a_rewind_asked_during_a_pass_comes_after_it(tmp_path: Path) -> No
     Expected: rewound() comes after the pass (the pass would otherwise move the reput past
     the rewind again), and then the dispatcher is given records 6..15 in order; the consume
     queue holds 15 units."""
-    async with asyncio.timeout(20):
-        d = _Restarted()
-        store = await _started(tmp_path, d)
-        try:
-            await _put(store, range(10))
-            await wait_until(lambda: len(d.offsets) == 10, 5)
-            d.held = d.offsets[5]
+    async with asyncio.timeout(20), _ten_dispatched(tmp_path) as (store, d):
+        d.held = d.offsets[5]
 
-            def restarted() -> None:
-                store.rewind_dispatch(d)
+        def restarted() -> None:
+            store.rewind_dispatch(d)
 
-            d.on_dispatch = restarted
-            await _put(store, range(10, 15))
-            await wait_until(lambda: bool(d.rewinds) and len(d.offsets) - d.rewinds[0] == 10, 5)
-            assert store.max_offset_in_queue(TOPIC, 0) == 15
-            (at,) = d.rewinds
-            assert at > 10  # after the pass that asked for it
-            every = sorted(set(d.offsets))
-            assert len(every) == 15
-            assert d.offsets[at:] == every[5:]
-            assert _queue(store) == 15
-        finally:
-            await store.stop()
+        d.on_dispatch = restarted
+        await _put(store, range(10, 15))
+        await wait_until(lambda: bool(d.rewinds) and len(d.offsets) - d.rewinds[0] == 10, 5)
+        assert store.max_offset_in_queue(TOPIC, 0) == 15
+        (at,) = d.rewinds
+        assert at > 10  # after the pass that asked for it
+        every = sorted(set(d.offsets))
+        assert len(every) == 15
+        assert d.offsets[at:] == every[5:]
+        assert _queue(store) == 15
