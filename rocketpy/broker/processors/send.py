@@ -30,7 +30,7 @@ from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_answer import SendAnswers
 from rocketpy.broker.processors.send_back import consumer_send_msg_back
-from rocketpy.broker.processors.send_check import MessageCheck
+from rocketpy.broker.processors.send_check import MessageCheck, queue_count
 from rocketpy.broker.processors.send_properties import SendProperties, too_large
 from rocketpy.broker.processors.send_route import SendRoute, int_prop
 from rocketpy.broker.runtime import BrokerRuntime
@@ -76,6 +76,10 @@ REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control f
 #: A send's answer: at once (a command or its frame), a coroutine, or a Deferred settled once
 #: the store's replicas acknowledged (DLedger's quorum).
 _Answer = RemotingCommand | bytes | Awaitable[RemotingCommand] | Deferred
+
+
+#: The send lane's topics whose sends passed the checks in one read: config, queue count.
+_Checked = dict[str, tuple[TopicConfig, int]]
 
 
 class _Lane(enum.Enum):
@@ -186,9 +190,10 @@ class SendMessageProcessor:
         answers: list[_Answer | None] = []
         msgs: list[MessageToStore] = []
         uniqs: list[str] = []
+        topics: _Checked = {}
         for request in requests:
             try:
-                checked = self._checked(ctx, request)
+                checked = self._checked(ctx, request, topics)
                 if isinstance(checked, RemotingCommand):  # refused
                     answers.append(checked)
                     continue
@@ -288,12 +293,19 @@ class SendMessageProcessor:
         )
 
     def _checked(
-        self, ctx: RequestContext, request: RemotingCommand
+        self, ctx: RequestContext, request: RemotingCommand, topics: _Checked | None = None
     ) -> tuple[SendMessageRequestHeader, TopicConfig, bool] | RemotingCommand:
         """One send past ``msgCheck``: its header, topic config and whether it is a batch
-        (``_send_batch`` decodes its body), or the refusal."""
+        (``_send_batch`` decodes its body), or the refusal. ``topics``: the send lane's record
+        of the topics whose sends passed the checks in its read, which hold for the whole read
+        (no await between its sends); a later send to one is only checked for its queue id."""
         rt = self._rt
         header = decode_send_header(request.code, request.ext_fields)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
+        if topics is not None:
+            passed = topics.get(header.topic)
+            if passed is not None and header.queue_id < passed[1]:
+                return header, passed[0], batch
         if rt.is_slave:
             return request.make_response(ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
         start_accept = rt.config.start_accept_send_request_time_stamp
@@ -304,12 +316,14 @@ class SendMessageProcessor:
                 ext_fields=self._ext(),
             )
         try:
-            if rt.config.enable_topic_message_type_check:
+            typed = rt.config.enable_topic_message_type_check
+            if typed:  # a check per message: the topic is not recorded
                 check_topic_message_type(rt.topics, header)
             topic_config = self._msg_check.check(ctx, header)
+            if topics is not None and not typed:
+                topics[header.topic] = (topic_config, queue_count(topic_config))
         except RemoteError as e:
             return request.make_response(e.code, e.remark, ext_fields=self._ext())
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
         return header, topic_config, batch
 
     def _ext(self) -> dict[str, str]:

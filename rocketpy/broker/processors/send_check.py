@@ -68,11 +68,15 @@ class MessageCheck:
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{h.topic}] not exist, apply first please!",
                 )
-        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-        if h.queue_id >= valid:
+        if h.queue_id >= queue_count(topic_config):
             raise RemoteError(
                 ResponseCode.INVALID_PARAMETER,
                 f"request queueId[{h.queue_id}] is illegal, {topic_config} Producer: "
                 f"{ctx.channel.peer}",
             )
         return topic_config
+
+
+def queue_count(topic_config: TopicConfig) -> int:
+    """A send to the topic may name the queue ids below this."""
+    return max(topic_config.write_queue_nums, topic_config.read_queue_nums)

@@ -245,3 +245,38 @@ async def test_a_send_whose_header_does_not_decode_is_answered_alone_between_sto
         str(i) for i in range(1, 7)
     ]
     await dispatched(broker, TOPIC, 7)
+
+
+async def test_checks_made_once_per_topic_of_a_read_still_hold_for_each_send(
+    broker_factory: BrokerFactory, client: JavaLikeClient
+) -> None:
+    """The lane checks a topic once per read and each later send to it only for its queue id.
+    1. A first send to each of queues 0..3 makes the topic and the first segment. 2. One write
+    carries: 2 sends to queue 0, a send to queue 99, 2 more to queue 1, then 2 sends to a
+    topic no client may send to, and 1 more to queue 2. Expected: the queue-99 send alone
+    gets INVALID_PARAMETER naming its queue id, both sends to the forbidden topic get
+    NO_PERMISSION, and the 5 others SUCCESS at the next offsets of their queues."""
+    broker = await broker_factory()
+    for q in range(4):
+        assert (await client.send(broker.address, TOPIC, b"first", queue_id=q)).code == 0
+    good = [_to_queue(client, i, q, f"g{i}".encode()) for i, q in enumerate((0, 0))]
+    beyond = _to_queue(client, 2, 99, b"beyond")
+    good += [_to_queue(client, i, q, f"g{i}".encode()) for i, q in ((3, 1), (4, 1))]
+    forbidden = []
+    for i in (5, 6):
+        ext = client.send_header("SCHEDULE_TOPIC_XXXX", 0, {"UNIQ_KEY": f"NO{i:030d}"})
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"no")
+        forbidden.append(encode_frame(request))
+    last = _to_queue(client, 7, 2, b"g7")
+    frames = [*good[:2], beyond, *good[2:], *forbidden, last]
+    answers = await _write_and_answers(broker, frames, len(frames))
+    refused = answers[_opaque(beyond)]
+    assert refused.code == ResponseCode.INVALID_PARAMETER
+    assert "queueId[99]" in (refused.remark or "")
+    assert [answers[_opaque(f)].code for f in forbidden] == [ResponseCode.NO_PERMISSION] * 2
+    placed = [
+        ((answers[_opaque(f)].ext_fields or {}).get("queueId"),
+         (answers[_opaque(f)].ext_fields or {}).get("queueOffset"))
+        for f in [*good, last]
+    ]  # fmt: skip
+    assert placed == [("0", "1"), ("0", "2"), ("1", "1"), ("1", "2"), ("2", "1")]
