@@ -23,7 +23,6 @@ from rocketpy.remoting.protocol.command import RemotingCommand
 UNKNOWN_LANGUAGE: Final = -1
 _NAMES: Final = {c.value: c.name for c in LanguageCode}
 _BY_NAME: Final = {c.name: c.value for c in LanguageCode}
-_ONLY_STR: Final = frozenset({str})
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
@@ -86,7 +85,9 @@ def _ext_fields(value: Any) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict):
         raise CodecError("extFields must be an object", field="extFields")
-    if not _ONLY_STR.issuperset(map(type, value.values())):  # per request: the check in C
+    try:
+        "".join(value.values())  # per request: the all-str check in C (a join of str only)
+    except TypeError:
         return {str(k): _text(v) for k, v in value.items() if v is not None}
     return value  # Java/Go clients: JSON object keys are str already, values all strings
 
