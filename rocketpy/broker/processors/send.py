@@ -502,24 +502,10 @@ class SendMessageProcessor:
             return illegal(self.illegal_remark())
         queue_id = self._pick_queue(h, topic_config)
         sys_flag = _sys_flag(h.sys_flag, topic_config)
-        items: list[tuple[int, bytes, str]] = []
-        uniqs: list[str] = []
-        run = self._props.fast_run([sent for _, _, sent in entries])
-        if run is not None:
-            texts, uniqs = run
-            items = [(e[0], e[1], text) for e, text in zip(entries, texts, strict=True)]
-        else:
-            for flag, item_body, sent in entries:
-                fast = self._props.fast(sent)
-                if fast is not None:
-                    text, uniq = fast
-                else:
-                    props = self._props.batch(sent)
-                    if too_large(props):
-                        return illegal(self.illegal_remark())
-                    text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
-                items.append((flag, item_body, text))
-                uniqs.append(uniq)
+        stored = self._props.batch_items(entries)
+        if stored is None:
+            return illegal(self.illegal_remark())
+        items, uniqs = stored
         batch = MessageBatch(
             topic=h.topic,
             queue_id=queue_id,

@@ -82,7 +82,32 @@ class SendProperties:
             return None
         return _added(text, self._current_additions())
 
-    def fast_run(self, texts: list[str]) -> tuple[list[str], list[str]] | None:
+    def batch_items(
+        self, entries: list[tuple[int, bytes, str]]
+    ) -> tuple[list[tuple[int, bytes, str]], list[str]] | None:
+        """A batch's items (flag, body, sender's properties text) as they are stored -- their
+        texts from :meth:`fast` or, where that declines, decoded with :meth:`batch` -- and
+        their UNIQ_KEYs; None when an item's properties pass the 32 KiB limit."""
+        run = self._fast_run([sent for _, _, sent in entries])
+        if run is not None:
+            texts, uniqs = run
+            return [(e[0], e[1], text) for e, text in zip(entries, texts, strict=True)], uniqs
+        items: list[tuple[int, bytes, str]] = []
+        uniqs = []
+        for flag, body, sent in entries:
+            fast = self.fast(sent)
+            if fast is not None:
+                text, uniq = fast
+            else:
+                props = self.batch(sent)
+                if too_large(props):
+                    return None
+                text, uniq = encode_properties(props), props[MessageConst.UNIQ_KEY]
+            items.append((flag, body, text))
+            uniqs.append(uniq)
+        return items, uniqs
+
+    def _fast_run(self, texts: list[str]) -> tuple[list[str], list[str]] | None:
         """:meth:`fast` for each of a batch's texts, their scan for the decoding path's
         properties made once over all of them: the records' properties and UNIQ_KEYs, or
         None when a text needs more (then each goes through :meth:`fast`)."""
