@@ -23,15 +23,16 @@ from rocketpy.remoting.protocol.command import CURRENT_VERSION, RPC_TYPE_RESPONS
 from rocketpy.remoting.protocol.frame import JSON_PREFIX
 
 _PREFIX: Final = JSON_PREFIX.pack
-#: The JSON header of a stored send's response as header_json.encode_header writes it, around
-#: the region and trace values (JSON text, filled in once per config).
-_HEAD: Final = '{"code":%d,"extFields":{"MSG_REGION":'
-_MIDDLE: Final = ',"TRACE_ON":'
-_TAIL: Final = (
-    ',"msgId":"%s","queueId":"%d","queueOffset":"%d","transactionId":%s},"flag":'
-    + f'{RPC_TYPE_RESPONSE},"language":"{LanguageCode.JAVA.name}","opaque":%d,'
-    + f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION}}}'
-)
+#: The JSON header of a stored send's response as header_json.encode_header writes it, cut
+#: where a response's own values go; the region and trace values (JSON text) are filled in once
+#: per config. Joined by an f-string per send (a %-template cost ~150 ns more).
+_HEAD: Final = '{"code":'
+_IDS: Final = ',"extFields":{"MSG_REGION":%s,"TRACE_ON":"%s","msgId":"'
+_QUEUE: Final = '","queueId":"'
+_OFFSET: Final = '","queueOffset":"'
+_TXN: Final = '","transactionId":'
+_OPAQUE: Final = f'}},"flag":{RPC_TYPE_RESPONSE},"language":"{LanguageCode.JAVA.name}","opaque":'
+_TAIL: Final = f',"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION}}}'
 
 
 class SendAnswers:
@@ -39,15 +40,14 @@ class SendAnswers:
 
     def __init__(self) -> None:
         self._built_for: object = None
-        self._template = ""
+        self._ids = ""  # _IDS for the config
         self._ext: dict[str, str] = {}
 
     def _refresh(self, config: BrokerConfig) -> None:
         """Rebuild for ``config`` (UPDATE_BROKER_CONFIG swaps the config object)."""
         trace = "true" if config.trace_on else "false"
         self._ext = {MessageConst.MSG_REGION: config.region_id, MessageConst.TRACE_ON: trace}
-        region = orjson.dumps(config.region_id).decode().replace("%", "%%")
-        self._template = f'{_HEAD}{region}{_MIDDLE}"{trace}"{_TAIL}'
+        self._ids = _IDS % (orjson.dumps(config.region_id).decode(), trace)
         self._built_for = config
 
     def ext(self, config: BrokerConfig) -> dict[str, str]:
@@ -90,6 +90,9 @@ class SendAnswers:
         # msgId is hex and the numbers digits; the UNIQ_KEY is the sender's text: escaped as
         # orjson escapes it unless it is only letters and digits (then it is its own JSON).
         quoted = f'"{uniq}"' if uniq.isalnum() else orjson.dumps(uniq).decode()
-        header = (self._template % (code, msg_id, queue_id, queue_offset, quoted, opaque)).encode()
+        header = (
+            f"{_HEAD}{int(code)}{self._ids}{msg_id}{_QUEUE}{queue_id}{_OFFSET}{queue_offset}"
+            f"{_TXN}{quoted}{_OPAQUE}{opaque}{_TAIL}"
+        ).encode()
         # A few hundred bytes: far below the 24-bit header limit encode_frame checks.
         return _PREFIX(4 + len(header), len(header)) + header
