@@ -52,14 +52,15 @@ class FrameLimits:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
 
 
-def read_length(prefix: bytes | bytearray | memoryview, limits: FrameLimits) -> int:
-    """Validate the 4-byte length prefix and return it (bytes that follow the prefix).
+def read_length(data: bytes | bytearray | memoryview, limits: FrameLimits, offset: int = 0) -> int:
+    """Validate the 4-byte length prefix at ``offset`` of ``data`` and return it (the bytes
+    that follow the prefix).
 
     Raises:
         FrameTooLarge: the frame, prefix included, exceeds ``limits.max_frame_bytes``.
         CodecError: the length cannot even hold the header word.
     """
-    length: int = LENGTH.unpack_from(prefix, 0)[0]
+    length: int = LENGTH.unpack_from(data, offset)[0]
     if length < 4:
         raise CodecError(f"frame length {length} too small", field="length", offset=0)
     if length + 4 > limits.max_frame_bytes:
@@ -92,17 +93,29 @@ def decode_frame(payload: bytes | bytearray | memoryview) -> RemotingCommand:
     Raises:
         CodecError: bad header length, unknown serialize type, or a header that does not decode.
     """
-    if len(payload) < 4:
+    return decode_frame_in(payload, 0, len(payload))
+
+
+def decode_frame_in(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
+    """:func:`decode_frame` of ``buf[start:end]``, read in place: a connection decodes each
+    frame of its receive buffer without copying the frame out first (the header and body are
+    copied once each).
+
+    Raises:
+        CodecError: as :func:`decode_frame`.
+    """
+    if end - start < 4:
         raise CodecError("frame shorter than its header word", field="headerWord", offset=4)
-    (word,) = _WORD.unpack_from(payload, 0)
+    (word,) = _WORD.unpack_from(buf, start)
     serialize_type = word >> 24
-    header_len = word & _MAX_HEADER
-    if header_len > len(payload) - 4:
+    header_end = start + 4 + (word & _MAX_HEADER)
+    if header_end > end:
         raise CodecError(
-            f"decode error, bad header length: {header_len}", field="headerLength", offset=4
+            f"decode error, bad header length: {word & _MAX_HEADER}",
+            field="headerLength",
+            offset=4,
         )
-    view = memoryview(payload)
-    header = view[4 : 4 + header_len]
+    header = buf[start + 4 : header_end]
     if serialize_type == SerializeType.JSON:
         cmd = header_json.decode_header(header)
     elif serialize_type == SerializeType.ROCKETMQ:
@@ -112,6 +125,6 @@ def decode_frame(payload: bytes | bytearray | memoryview) -> RemotingCommand:
             f"unknown serialize type {serialize_type}", field="serializeType", offset=4
         )
     cmd.serialize_type = serialize_type
-    if len(payload) > 4 + header_len:
-        cmd.body = bytes(view[4 + header_len :])
+    if end > header_end:
+        cmd.body = bytes(buf[header_end:end])
     return cmd

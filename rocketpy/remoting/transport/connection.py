@@ -44,7 +44,7 @@ from rocketpy.remoting.protocol.command import RPC_TYPE_RESPONSE, RemotingComman
 from rocketpy.remoting.protocol.frame import (
     LENGTH,
     FrameLimits,
-    decode_frame,
+    decode_frame_in,
     encode_frame,
     read_length,
 )
@@ -366,14 +366,13 @@ class Connection(asyncio.Protocol):
                 if need == 0:
                     if end - pos < 4:
                         return
-                    need = read_length(buf[pos : pos + 4], self._limits)
+                    need = read_length(buf, self._limits, pos)
                 if end - pos < 4 + need:
                     return
                 start = pos + 4
                 pos = start + need  # past the frame before it decodes: a bad one is consumed
-                payload = buf[start:pos]  # one copy: decode_frame copies the body
                 need = 0
-                cmds.append(decode_frame(payload))
+                cmds.append(decode_frame_in(buf, start, pos))  # in place: no frame copy
         finally:
             self._pos, self._need = pos, need
             # The frames before a malformed one are still handled (then the channel closes).

@@ -19,6 +19,7 @@ from rocketpy.remoting.protocol.frame import (
     FrameLimits,
     SerializeType,
     decode_frame,
+    decode_frame_in,
     encode_frame,
     read_length,
 )
@@ -170,3 +171,25 @@ def test_decoded_command_sets_every_field() -> None:
     )
     for field in dataclasses.fields(RemotingCommand):
         assert getattr(got, field.name) == getattr(want, field.name), field.name
+
+
+@given(st.lists(st.tuples(commands(binary=True), st.booleans()), min_size=1, max_size=4))
+def test_frames_decode_in_place_from_a_receive_buffer(
+    cmds: list[tuple[RemotingCommand, bool]],
+) -> None:
+    """Several frames of both encodings back to back in one bytearray, as a connection receives
+    them. Expected: each length read at its offset and each frame decoded in place equal the
+    decode of the frame's own copy, bodies as bytes."""
+    frames = [
+        encode_frame(c, SerializeType.ROCKETMQ if binary else SerializeType.JSON)
+        for c, binary in cmds
+    ]
+    buf = bytearray(b"".join(frames))
+    pos = 0
+    for frame in frames:
+        length = read_length(buf, FrameLimits(), pos)
+        assert length == len(frame) - 4
+        got = decode_frame_in(buf, pos + 4, pos + 4 + length)
+        assert got == decode_frame(frame[4:])
+        assert got.body is None or type(got.body) is bytes
+        pos += 4 + length
