@@ -45,7 +45,7 @@ from rocketpy.common.message.properties import (
     property_value,
     waits_for_store,
 )
-from rocketpy.common.message.record import MULTI_TAGS_FLAG
+from rocketpy.common.message.record import MULTI_TAGS_FLAG, Address
 from rocketpy.remoting.protocol.body.config_shapes import (
     TopicConfig,
     TopicFilterType,
@@ -191,6 +191,7 @@ class SendMessageProcessor:
         msgs: list[MessageToStore] = []
         uniqs: list[str] = []
         topics: _Checked = {}
+        born = _parse_host(ctx.channel.peer)  # one sender for the whole read
         for request in requests:
             try:
                 checked = self._checked(ctx, request, topics)
@@ -200,7 +201,7 @@ class SendMessageProcessor:
                 header, topic_config, batch = checked
                 if batch:
                     break
-                built = self._message(ctx, request, header, topic_config, lane=True)
+                built = self._message(request, header, topic_config, born, lane=True)
             except Exception:  # noqa: BLE001 - alone, it is answered with its error
                 break  # (the sends before it are stored and answered first)
             if built is _Lane.ALONE:
@@ -275,7 +276,9 @@ class SendMessageProcessor:
         header, topic_config, batch = checked
         if batch:
             return self._send_batch(ctx, request, header, topic_config, started)
-        built = self._message(ctx, request, header, topic_config, lane=False)
+        built = self._message(
+            request, header, topic_config, _parse_host(ctx.channel.peer), lane=False
+        )
         if isinstance(built, RemotingCommand):
             return built
         if built is _Lane.ALONE:
@@ -341,26 +344,26 @@ class SendMessageProcessor:
     def _record_latency(self, started: float) -> None:
         self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
 
-    def _pick_queue(self, h: SendMessageRequestHeader, topic_config: TopicConfig) -> int:
-        if h.queue_id >= 0:
-            return h.queue_id
+    def _any_queue(self, topic_config: TopicConfig) -> int:
+        """A random writable queue of the topic, for a send that names none (queue id -1)."""
         return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
 
     def _message(
         self,
-        ctx: RequestContext,
         request: RemotingCommand,
         h: SendMessageRequestHeader,
         topic_config: TopicConfig,
+        born_host: Address,
         lane: bool,
     ) -> tuple[MessageToStore, str] | RemotingCommand | Literal[_Lane.ALONE]:
-        """The message a checked single send stores and its UNIQ_KEY, or the refusal; ALONE
-        for the lane (``lane``) where the send needs more than the lane does."""
+        """The message a checked single send from ``born_host`` stores and its UNIQ_KEY, or
+        the refusal; ALONE for the lane (``lane``) where the send needs more than the lane
+        does."""
         rt = self._rt
         body = request.body or b""
         if len(body) > rt.max_message_size:
             return self._illegal(request)
-        queue_id = self._pick_queue(h, topic_config)
+        queue_id = h.queue_id if h.queue_id >= 0 else self._any_queue(topic_config)
         fast = None if tv.is_retry_topic(h.topic) else self._props.fast(h.properties)
         if fast is not None:
             topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
@@ -377,7 +380,7 @@ class SendMessageProcessor:
         # where no put waits (its appender is None otherwise).
         msg = MessageToStore(
             topic, queue_id, body, h.flag, sys_flag, h.born_timestamp,
-            _parse_host(ctx.channel.peer), h.reconsume_times or 0, 0, text,
+            born_host, h.reconsume_times or 0, 0, text,
             lane or waits_for_store(property_value(text, MessageConst.WAIT)),
         )  # fmt: skip
         return msg, uniq
@@ -500,7 +503,7 @@ class SendMessageProcessor:
             return illegal(f"batch body is malformed: {e}")
         if not entries:
             return illegal(self.illegal_remark())
-        queue_id = self._pick_queue(h, topic_config)
+        queue_id = h.queue_id if h.queue_id >= 0 else self._any_queue(topic_config)
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         stored = self._props.batch_items(entries)
         if stored is None:
