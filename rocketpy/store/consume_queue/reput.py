@@ -220,8 +220,8 @@ class ReputService:
         (the index worker) holds when the consume queues are ahead of it -- a kill -9 loses
         what the broker had not yet handed over -- but not before ``min_offset`` (the log's
         first byte) nor more than :data:`CATCH_UP_MAX` bytes back (a dispatcher that far
-        behind lost its files, not a few passes). Records the consume queues hold are
-        skipped there."""
+        behind lost its files, not a few passes; one holding nothing starts from the first
+        byte within that bound). Records the consume queues hold are skipped there."""
         for d in self.bounded:
             self._back_to(d, min_offset)
 
@@ -242,10 +242,11 @@ class ReputService:
             d.rewound()
 
     def _back_to(self, d: BoundedDispatcher, min_offset: int) -> None:
-        """``reput_from`` back to ``d``'s last record, within the limits of :meth:`catch_up`."""
+        """``reput_from`` back to ``d``'s last record, within the limits of :meth:`catch_up`;
+        to the log's first record for one that holds none (a worker whose files are gone, or
+        that died before its first)."""
         held = d.last_held()
-        if held >= 0:
-            held = self.position_of(held)
+        held = self.position_of(held) if held >= 0 else max(0, min_offset)
         if not max(0, min_offset) <= held < self.reput_from:
             return
         if self.reput_from - held > CATCH_UP_MAX:

@@ -129,3 +129,19 @@ async def test_a_rewind_asked_during_a_pass_comes_after_it(tmp_path: Path) -> No
         assert len(every) == 15
         assert d.offsets[at:] == every[5:]
         assert _queue(store) == 15
+
+
+async def test_a_dispatcher_holding_nothing_is_given_the_whole_log_again(tmp_path: Path) -> None:
+    """1. 10 records dispatched. 2. The dispatcher restarts holding no record at all (a
+    replaced index worker whose files are gone, or that died before its first).
+    Expected: rewound() once, then it is given all 10 records again from the log's first, in
+    order; the consume queue still holds 10 units."""
+    async with asyncio.timeout(20), _ten_dispatched(tmp_path) as (store, d):
+        first = list(d.offsets)
+        d.held = -1
+        store.rewind_dispatch(d)
+        await wait_until(lambda: len(d.offsets) == 20, 5)
+        assert d.rewinds == [10]
+        assert d.offsets[10:] == first
+        assert store.max_offset_in_queue(TOPIC, 0) == 10
+        assert _queue(store) == 10
