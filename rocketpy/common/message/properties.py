@@ -53,9 +53,9 @@ def decode_properties(text: str | None) -> dict[str, str]:
 
 def tags_code_of(text: str) -> int:
     """The consume-queue tags code of properties ``text`` (:func:`tags_code` of its TAGS)."""
-    if TAGS_NAMED not in text:  # the reput calls this per record: nothing more when absent
+    if _TAGS_NAME not in text:  # the reput calls this per record: nothing more when absent
         return 0
-    return tags_code(_named_value(text, TAGS_NAMED))
+    return tags_code(_named_value(text, _TAGS_NAME))
 
 
 def keys_of(text: str) -> tuple[str, str | None]:
@@ -89,9 +89,7 @@ _NAMED: dict[str, str] = {}
 _NAMED_MAX: Final = 256
 
 
-#: What a properties text holds when it has TAGS (a test before :func:`tags_code_of`'s call,
-#: for a loop over records).
-TAGS_NAMED: Final = f"{MessageConst.TAGS}{NAME_VALUE_SEPARATOR}"
+_TAGS_NAME: Final = f"{MessageConst.TAGS}{NAME_VALUE_SEPARATOR}"
 _KEYS_NAME: Final = f"{MessageConst.KEYS}{NAME_VALUE_SEPARATOR}"
 _UNIQ_NAME: Final = f"{MessageConst.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
 

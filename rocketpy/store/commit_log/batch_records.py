@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 from zlib import crc32
 
-from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, TAGS_NAMED, tags_code_of
+from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
     TRANSACTION_TYPE_MASK,
     Address,
@@ -83,7 +83,7 @@ def write_batch(  # noqa: PLR0917 -- positional: called per batch
             topic_len, topic, len(props), props,
         )  # fmt: skip
         ids.append(f"{id_prefix}{wrote:016X}")
-        units += (wrote, size, tags_code_of(text) if TAGS_NAMED in text else 0)
+        units += (wrote, size, tags_code_of(text))
         texts.append(text)
         pos += size
         queue_offset += 1
