@@ -344,8 +344,10 @@ class SendMessageProcessor:
     def _record_latency(self, started: float) -> None:
         self._rt.metrics.record_send_latency((perf_counter() - started) * 1000.0)
 
-    def _any_queue(self, topic_config: TopicConfig) -> int:
-        """A random writable queue of the topic, for a send that names none (queue id -1)."""
+    def _pick_queue(self, h: SendMessageRequestHeader, topic_config: TopicConfig) -> int:
+        """The queue the send names, or a random writable one for queue id -1."""
+        if h.queue_id >= 0:
+            return h.queue_id
         return self._rt.rng.randrange(max(1, topic_config.write_queue_nums))
 
     def _message(
@@ -363,7 +365,7 @@ class SendMessageProcessor:
         body = request.body or b""
         if len(body) > rt.max_message_size:
             return self._illegal(request)
-        queue_id = h.queue_id if h.queue_id >= 0 else self._any_queue(topic_config)
+        queue_id = self._pick_queue(h, topic_config)
         fast = None if tv.is_retry_topic(h.topic) else self._props.fast(h.properties)
         if fast is not None:
             topic, sys_flag = h.topic, _sys_flag(h.sys_flag, topic_config)
@@ -503,7 +505,7 @@ class SendMessageProcessor:
             return illegal(f"batch body is malformed: {e}")
         if not entries:
             return illegal(self.illegal_remark())
-        queue_id = h.queue_id if h.queue_id >= 0 else self._any_queue(topic_config)
+        queue_id = self._pick_queue(h, topic_config)
         sys_flag = _sys_flag(h.sys_flag, topic_config)
         stored = self._props.batch_items(entries)
         if stored is None:
