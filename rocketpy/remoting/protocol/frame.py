@@ -108,12 +108,11 @@ def decode_frame_in(buf: bytes | bytearray | memoryview, start: int, end: int) -
         raise CodecError("frame shorter than its header word", field="headerWord", offset=4)
     (word,) = _WORD.unpack_from(buf, start)
     serialize_type = word >> 24
-    header_end = start + 4 + (word & _MAX_HEADER)
+    header_len = word & _MAX_HEADER
+    header_end = start + 4 + header_len
     if header_end > end:
         raise CodecError(
-            f"decode error, bad header length: {word & _MAX_HEADER}",
-            field="headerLength",
-            offset=4,
+            f"decode error, bad header length: {header_len}", field="headerLength", offset=4
         )
     header = buf[start + 4 : header_end]
     if serialize_type == SerializeType.JSON:
