@@ -39,6 +39,14 @@ async def _until_found(client: JavaLikeClient, addr: str, key: str) -> list[byte
     return found
 
 
+async def _each_found_once(client: JavaLikeClient, addr: str, count: int) -> None:
+    """Once the last of keys 0..``count``-1 is found, each finds exactly its own message."""
+    last = count - 1
+    assert await _until_found(client, addr, f"key{last}") == [f"m{last}".encode()]
+    for i in range(count):
+        assert await _query(client, addr, f"key{i}") == [f"m{i}".encode()]
+
+
 async def _sends(addr: str, first: int, n: int) -> None:
     client = JavaLikeClient()
     try:
@@ -102,9 +110,7 @@ def test_records_the_index_missed_in_a_kill_are_indexed_at_the_next_start(
             async def after() -> None:
                 client = JavaLikeClient()
                 try:
-                    assert await _until_found(client, addr2, "key39") == [b"m39"]
-                    for i in range(40):
-                        assert await _query(client, addr2, f"key{i}") == [f"m{i}".encode()]
+                    await _each_found_once(client, addr2, 40)
                 finally:
                     await client.close()
 
@@ -152,9 +158,7 @@ def test_a_replaced_worker_is_given_what_the_dead_one_lost(tmp_path: Path) -> No
                     os.kill(worker, signal.SIGKILL)
                     await _sends(addr, 30, 10)
                     await _replaced(client, addr, broker.proc.pid, worker)
-                    assert await _until_found(client, addr, "key39") == [b"m39"]
-                    for i in range(40):
-                        assert await _query(client, addr, f"key{i}") == [f"m{i}".encode()]
+                    await _each_found_once(client, addr, 40)
                     pulled = await client.pull(addr, "g2", TOPIC, 0, max_nums=64, expression="*")
                     assert pulled.code == ResponseCode.SUCCESS, pulled.remark
                     bodies = [m.body for m in decode_records(pulled.body or b"")]
