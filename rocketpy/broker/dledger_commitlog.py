@@ -26,6 +26,7 @@ import structlog
 
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
+from rocketpy.common.message.decoder import offset_msg_ids
 from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
     MAGIC_V1,
@@ -411,7 +412,7 @@ class DLedgerCommitLog(CommitLog):
         if len(pending) == 1:  # a single message: no joins
             ids, total = f"{prefix}{first_offset:016X}", len(records[0])
         else:
-            ids = ",".join(f"{prefix}{e.pos + BODY_OFFSET:016X}" for e in pending)
+            ids = offset_msg_ids(prefix, [e.pos + BODY_OFFSET for e in pending])
             total = sum(len(r) for r in records[: len(pending)])
         result = PutResult(
             PutMessageStatus.PUT_OK, first_offset, total, ids, queue_offset, now, len(pending)

@@ -10,7 +10,7 @@ Mirrors the property handling of upstream's ``SendMessageProcessor`` / ``Message
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, cast
 
 from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.timer_hook import TIMER_NEEDLE
@@ -22,6 +22,7 @@ from rocketpy.common.message.properties import (
     decode_properties,
     encode_properties,
     property_value,
+    property_values,
 )
 
 #: A sender's property text holding one of these goes down the decoding path (the broker reads
@@ -113,16 +114,10 @@ class SendProperties:
         None when a text needs more (then each goes through :meth:`fast`)."""
         if _needs_decoding("".join(texts)):  # a name cut across two texts: a false alarm
             return None
-        additions = self._current_additions()
-        out: list[str] = []
-        uniqs: list[str] = []
-        for text in texts:
-            added = _added(text, additions)
-            if added is None:
-                return None
-            out.append(added[0])
-            uniqs.append(added[1])
-        return out, uniqs
+        uniqs = property_values(texts, MessageConst.UNIQ_KEY)
+        if None in uniqs:
+            return None
+        return _appended(texts, self._current_additions()), cast("list[str]", uniqs)
 
     def _current_additions(self) -> str:
         """What the fast path appends, for the current config."""
@@ -168,6 +163,15 @@ def _added(text: str, additions: str) -> tuple[str, str] | None:
     if text and not text.endswith(PROPERTY_SEPARATOR):
         text += PROPERTY_SEPARATOR
     return text + additions, uniq
+
+
+def _appended(texts: list[str], additions: str) -> list[str]:
+    """:func:`_added`'s texts for a batch's ``texts``, in one comprehension."""
+    tail = PROPERTY_SEPARATOR + additions
+    return [
+        text + additions if not text or text[-1] == PROPERTY_SEPARATOR else text + tail
+        for text in texts
+    ]
 
 
 def too_large(props: Mapping[str, str]) -> bool:

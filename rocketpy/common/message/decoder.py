@@ -167,6 +167,15 @@ def offset_msg_id(prefix: str, physical_offset: int) -> str:
     return f"{prefix}{physical_offset & _UINT64_MASK:016X}"
 
 
+def offset_msg_ids(prefix: str, physical_offsets: list[int]) -> str:
+    """:func:`offset_msg_id` of each of ``physical_offsets`` (non-negative), joined by commas (a
+    batch's answer): the offsets in hex at once, not one format per record."""
+    if not physical_offsets:
+        return ""
+    packed = struct.pack(f">{len(physical_offsets)}Q", *physical_offsets)
+    return prefix + packed.hex(",", 8).upper().replace(",", "," + prefix)
+
+
 def record_store_timestamp(buf: Buf, pos: int = 0) -> int:
     """STORETIMESTAMP of the record at ``pos`` without reading the rest (its offset depends only
     on the born host's width)."""

@@ -84,6 +84,13 @@ def property_value(text: str, name: str) -> str | None:
     return _named_value(text, named)
 
 
+def property_values(texts: list[str], name: str) -> list[str | None]:
+    """:func:`property_value` of ``name`` in each of ``texts`` (a batch's UNIQ_KEYs: one call,
+    its name looked up once)."""
+    named = _NAMED.get(name) or f"{name}{NAME_VALUE_SEPARATOR}"
+    return [_named_value(text, named) if named in text else None for text in texts]
+
+
 #: ``name`` + the name-value separator, by name (a handful of names are looked up per message).
 _NAMED: dict[str, str] = {}
 _NAMED_MAX: Final = 256

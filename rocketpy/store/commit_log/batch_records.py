@@ -3,8 +3,9 @@
 Owns: :func:`write_batch`, the per-message loop of ``CommitLog``'s batch append (upstream's
 ``MessageExtEncoder.encodeBatch`` writing straight into the mapped file), also used for each
 queue's share of a run of single sends: each record's header, body, topic and properties in
-one ``pack_into``, its offset message id, and the consume-queue unit (offset, size, tags code)
-its :class:`~rocketpy.store.dispatch.BatchHint` carries. Pure: writes only the given buffer;
+one ``pack_into``, and the consume-queue unit (offset, size, tags code) its
+:class:`~rocketpy.store.dispatch.BatchHint` carries (the offsets make the message ids:
+:func:`~rocketpy.common.message.decoder.offset_msg_ids`). Pure: writes only the given buffer;
 room, offsets and the hint queue are the caller's.
 """
 
@@ -48,10 +49,9 @@ class Shared(NamedTuple):
 
 
 class Written(NamedTuple):
-    """What :func:`write_batch` wrote: message ids, consume-queue units (offset, size, tags
-    code of each record in turn), properties texts, and the position after the last record."""
+    """What :func:`write_batch` wrote: consume-queue units (offset, size, tags code of each
+    record in turn), properties texts, and the position after the last record."""
 
-    ids: list[str]
     units: list[int]
     texts: list[str]
     end: int
@@ -61,7 +61,6 @@ def write_batch(  # noqa: PLR0917 -- positional: called per batch
     buffer: mmap.mmap,
     start: int,
     base: int,
-    id_prefix: str,
     shared: Shared,
     queue_offset: int,
     encoded: list[Encoded],
@@ -71,7 +70,6 @@ def write_batch(  # noqa: PLR0917 -- positional: called per batch
     ``queue_offset``."""
     magic, queue_id, sys_flag, born, now, store_host, topic = shared
     topic_len = len(topic)
-    ids: list[str] = []
     units: list[int] = []
     texts: list[str] = []
     pos = start
@@ -82,12 +80,11 @@ def write_batch(  # noqa: PLR0917 -- positional: called per batch
             wrote, sys_flag, born_ts, born, now, store_host, reconsume, 0, len(body), body,
             topic_len, topic, len(props), props,
         )  # fmt: skip
-        ids.append(f"{id_prefix}{wrote:016X}")
         units += (wrote, size, tags_code_of(text))
         texts.append(text)
         pos += size
         queue_offset += 1
-    return Written(ids, units, texts, pos)
+    return Written(units, texts, pos)
 
 
 #: A run's messages by the queue they go to (topic, queue id): the sys flag and born host

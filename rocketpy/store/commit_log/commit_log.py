@@ -23,6 +23,7 @@ import structlog
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
+from rocketpy.common.message.decoder import offset_msg_ids
 from rocketpy.common.message.properties import MAX_PROPERTIES_BYTES, tags_code_of
 from rocketpy.common.message.record import (
     MAGIC_V1,
@@ -433,7 +434,8 @@ class CommitLog:
         )
         self.last_store_timestamp = now
         return PutResult(
-            PutMessageStatus.PUT_OK, mf.file_from_offset + start, total, ",".join(out.ids),
+            PutMessageStatus.PUT_OK, mf.file_from_offset + start, total,
+            offset_msg_ids(self._msg_id_prefix, out.units[0::3]),
             first, now, len(items),
         )  # fmt: skip
 
@@ -460,13 +462,14 @@ class CommitLog:
             return None
         now = self.clock.wall_ms()
         ids: list[tuple[str, int]] = [("", 0)] * len(run)
+        prefix = self._msg_id_prefix
         for (topic_text, queue_id), (sys_flag, born_host, members) in queues.items():
             first, out = self._write_queue(
                 mf, mf.wrote_position, topic_text, queue_id, sys_flag, pack_address(born_host),
                 now, [encoded[i] for i in members], [uniqs[i] for i in members],
             )  # fmt: skip
-            for i, msg_id in zip(members, out.ids, strict=True):
-                ids[i] = (msg_id, first)
+            for i, wrote in zip(members, out.units[0::3], strict=True):
+                ids[i] = (f"{prefix}{wrote:016X}", first)
                 first += 1
         self.last_store_timestamp = now
         return ids
@@ -492,8 +495,7 @@ class CommitLog:
             stored_sys_flag(sys_flag, born, self._store_host_bytes), born, now,
             self._store_host_bytes, topic,
         )  # fmt: skip
-        out = write_batch(mf.buffer, start, mf.file_from_offset, self._msg_id_prefix, shared,
-                          first, encoded)  # fmt: skip
+        out = write_batch(mf.buffer, start, mf.file_from_offset, shared, first, encoded)
         mf.wrote_position = out.end
         if self._may_hint(mf.file_from_offset + start):
             self.dispatch_hints.append(BatchHint(

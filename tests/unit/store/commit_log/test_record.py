@@ -13,12 +13,14 @@ from rocketpy.common.message.decoder import (
     decode_offset_msg_id,
     decode_records,
     encode_offset_msg_id,
+    offset_msg_ids,
 )
 from rocketpy.common.message.properties import (
     decode_properties,
     encode_properties,
     keys_of,
     property_value,
+    property_values,
     tags_code,
     tags_code_of,
 )
@@ -146,6 +148,15 @@ def test_record_property_lookups_agree_with_decode(text: str) -> None:
         assert property_value(text, name) == props.get(name)
 
 
+@given(st.lists(_PROP_TEXT, max_size=6))
+def test_record_a_batchs_property_lookups_agree_with_decode(texts: list[str]) -> None:
+    """1. Build several property strings as above. 2. Read one property of all of them with
+    property_values.
+    Expected: each text's value as the full decoder gives it, None where it has none."""
+    for name in ("UNIQ_KEY", "TAGS", "K"):
+        assert property_values(texts, name) == [decode_properties(t).get(name) for t in texts]
+
+
 def test_record_tags_hash_matches_java() -> None:
     """1. Hash known strings. Expected: Java String.hashCode values, including wrap-around."""
     assert java_string_hash("TagA") == 2598919
@@ -183,3 +194,17 @@ def test_record_offset_msg_id() -> None:
     assert decode_offset_msg_id(v6) == (("::1", 1), 7)
     with pytest.raises(MessageCodecError):
         decode_offset_msg_id("ZZ" * 16)
+
+
+@given(
+    st.sampled_from([("192.168.1.2", 10911), ("::1", 1), ("10.0.0.1", -1)]),
+    st.lists(st.integers(0, 2**63 - 1), max_size=40),
+)
+def test_a_batch_answers_each_records_offset_id_joined(
+    host: tuple[str, int], offsets: list[int]
+) -> None:
+    """1. Join a batch's offset msg ids with offset_msg_ids (IPv4 and IPv6 hosts, any count).
+    Expected: the same text as encode_offset_msg_id of each offset joined by commas."""
+    prefix = encode_offset_msg_id(host, 0)[:-16]
+    expected = ",".join(encode_offset_msg_id(host, offset) for offset in offsets)
+    assert offset_msg_ids(prefix, offsets) == expected
