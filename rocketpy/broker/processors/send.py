@@ -1,8 +1,9 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
 
 Owns: the send path from a decoded request to its answer (the checks of ``msgCheck`` are in
-``send_check.py``, the properties in ``send_properties.py``, where a message goes -- retry
-topics, delays, timers -- in ``send_route.py``), the send lane
+``send_check.py``, the properties in ``send_properties.py``, a batch's messages in
+``send_batch.py``, where a message goes -- retry topics, delays, timers -- in
+``send_route.py``), the send lane
 (:meth:`SendMessageProcessor.send_run_nowait`: the single sends of one read stored together,
 one batch per queue, and answered together), and mapping store results to response codes.
 Mirrors ``broker/processor/SendMessageProcessor`` and ``AbstractSendMessageProcessor``
@@ -30,6 +31,7 @@ from rocketpy.broker.processors.put_answer import answer_when_put
 from rocketpy.broker.processors.put_status import STORED_CODES, put_failure
 from rocketpy.broker.processors.send_answer import SendAnswers
 from rocketpy.broker.processors.send_back import consumer_send_msg_back
+from rocketpy.broker.processors.send_batch import batch_to_store
 from rocketpy.broker.processors.send_check import MessageCheck, queue_count
 from rocketpy.broker.processors.send_properties import SendProperties, too_large
 from rocketpy.broker.processors.send_route import SendRoute, int_prop
@@ -37,8 +39,7 @@ from rocketpy.broker.runtime import BrokerRuntime
 from rocketpy.broker.timer_hook import TimerRefusal
 from rocketpy.broker.transaction.util import half_route
 from rocketpy.common.codes import RequestCode, ResponseCode
-from rocketpy.common.errors import CodecError, RemoteError
-from rocketpy.common.message.batch_body import decode_batch_body
+from rocketpy.common.errors import RemoteError
 from rocketpy.common.message.const import MessageConst
 from rocketpy.common.message.properties import (
     encode_properties,
@@ -486,43 +487,16 @@ class SendMessageProcessor:
         started: float,
     ) -> _Answer:
         rt = self._rt
-
-        def illegal(remark: str) -> RemotingCommand:
+        batch = batch_to_store(
+            rt, self._props, request, h, self._pick_queue(h, topic_config),
+            _sys_flag(h.sys_flag, topic_config), _parse_host(ctx.channel.peer),
+            self.illegal_remark(),
+        )  # fmt: skip
+        if isinstance(batch, str):
             return request.make_response(
-                ResponseCode.MESSAGE_ILLEGAL, remark, ext_fields=self._ext()
+                ResponseCode.MESSAGE_ILLEGAL, batch, ext_fields=self._ext()
             )
-
-        if len(h.topic) > tv.TOPIC_MAX_LENGTH:
-            return illegal(f"message topic length too long {len(h.topic)}")
-        if tv.is_retry_topic(h.topic):
-            return illegal(f"batch request does not support retry group {h.topic}")
-        body = request.body or b""
-        if not body or len(body) > rt.max_message_size:
-            return illegal(self.illegal_remark())
-        try:
-            entries = decode_batch_body(body)
-        except CodecError as e:
-            return illegal(f"batch body is malformed: {e}")
-        if not entries:
-            return illegal(self.illegal_remark())
-        queue_id = self._pick_queue(h, topic_config)
-        sys_flag = _sys_flag(h.sys_flag, topic_config)
-        stored = self._props.batch_items(entries)
-        if stored is None:
-            return illegal(self.illegal_remark())
-        items, uniqs = stored
-        batch = MessageBatch(
-            topic=h.topic,
-            queue_id=queue_id,
-            items=items,
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=_parse_host(ctx.channel.peer),
-            reconsume_times=h.reconsume_times or 0,
-            # a batch waits as its first message says
-            wait_store=waits_for_store(property_value(items[0][2], MessageConst.WAIT)),
-            uniqs=uniqs,
-        )
+        uniqs = batch.uniqs or []
         result = rt.store.put_batch_nowait(batch)
         if result is not None:
             self._record_batch(batch, result)
