@@ -118,8 +118,8 @@ class CommitLog:
         self.flushes = 0
         self._flush_executor = flush_executor
         self._alloc_executor = alloc_executor
-        self._on_append = on_append
         self._segments = SegmentAllocator(self.mfq, alloc_executor)
+        self._on_append = self._segments.warming(on_append)  # the reput, then pages ahead
         # SYNC_FLUSH waiters by end offset: True once durable, False at syncFlushTimeout.
         self._waiters = AckWaiters()
         self._wake = asyncio.Event()
