@@ -12,6 +12,10 @@ commit index in heartbeats, leader appends a NOOP); 0.3.1.2's rules differ in or
 voter a candidate at its old term, the candidate's outcomes WAIT_TO_REVOTE /
 REVOTE_IMMEDIATELY / WAIT_TO_VOTE_NEXT, heartbeats with base fields only and answers 416/409,
 nothing appended on election), and a Java peer sees the difference on the wire.
+
+One deviation: a leader steps down when a heartbeat is answered with a higher term, even with
+a quorum of 200s (upstream only without one; see :meth:`LeaderElector._higher_term_seen`).
+Nothing on the wire changes; a Java member answers the same and is stepped down the same way.
 """
 
 from __future__ import annotations
@@ -228,7 +232,9 @@ class LeaderElector:
                 if resp.code == DLedgerResponseCode.SUCCESS:
                     succ += 1
                 elif resp.code == DLedgerResponseCode.EXPIRED_TERM:
-                    max_term = resp.term
+                    max_term = max(max_term, resp.term)
+                    if done.is_set():  # the round was judged without this answer
+                        self._higher_term_seen(resp.term)
                 elif resp.code == DLedgerResponseCode.INCONSISTENT_LEADER:
                     inconsistent = True
                 elif resp.code == DLedgerResponseCode.TERM_NOT_READY:
@@ -249,18 +255,32 @@ class LeaderElector:
                 await done.wait()
         except TimeoutError:
             pass
-        if st.is_quorum(succ):
+        if max_term > term:
+            self._higher_term_seen(max_term)
+        elif st.is_quorum(succ):
             self._last_succ_heart_beat_time = self._now()
         elif st.is_quorum(succ + not_ready):
             self._last_send_heart_beat_time = -1
-        elif max_term > term:
-            self.change_role_to_candidate(max_term)
         elif inconsistent or (
             self._elapsed(self._last_succ_heart_beat_time)
             > self._config.max_heart_beat_leak * self._config.heart_beat_time_interval_ms
         ):
             self.change_role_to_candidate(term)
         # Stragglers run on to their rpc deadline and still update the live table.
+
+    def _higher_term_seen(self, term: int) -> None:
+        """A peer answered a heartbeat with ``term``, above this leader's: step down to it
+        (Raft's rule), even when a quorum answered 200. Upstream 0.3.1.2 steps down only
+        without a quorum, so a member whose term rose while its ledger fell behind (a pause
+        or a cut past its heartbeat timeout) can never win -- both others refuse its shorter
+        ledger -- and never follows a leader of a lower term: it stayed a candidate, its
+        copy out of date, until the leader changed for another reason. Stepping down costs
+        one election, which the members with the longest ledger win."""
+        if term > self._state.curr_term and self._state.is_leader:
+            log.info("dledger heartbeat answered with a higher term: stepping down",
+                     self_id=self._state.self_id, term=self._state.curr_term,
+                     higher=term)  # fmt: skip
+            self.change_role_to_candidate(term)
 
     async def _maintain_as_leader(self) -> None:
         if (

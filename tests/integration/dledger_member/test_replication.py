@@ -14,6 +14,7 @@ from rocketpy.dledger.commitlog_member.member import DLedgerAppendError, DLedger
 from rocketpy.dledger.commitlog_member.protocol import DLedgerResponseCode
 from rocketpy.dledger.commitlog_member.state import Role
 from rocketpy.store.dledger_log.entry import INDEX_UNIT_SIZE
+from rocketpy.store.dledger_log.meta import TermState, persist_term_state
 from tests.helpers.dledger_member import Group
 
 pytestmark = pytest.mark.integration
@@ -160,6 +161,31 @@ async def test_leader_stop_elects_new_leader_and_old_rejoins(make_group: Any) ->
     await _wait_caught_up(g, 59)
     assert g.members[old].role is Role.FOLLOWER
     await asyncio.sleep(0.05)
+    _assert_identical(g)
+
+
+async def test_a_lagging_member_with_a_higher_term_is_led_again(make_group: Any) -> None:
+    """1. A group; 20 entries. 2. Stop a follower, 20 more without it. 3. Raise its persisted
+    term far past the leader's (what a pause or a cut past its heartbeat timeout does: it
+    stands as a candidate at each attempt) and start it again.
+    Expected: it can never win (its ledger is behind, both others refuse it), and it answers
+    the leader's heartbeats with its higher term; the leader steps down to that term rather
+    than keep leading a quorum without it (upstream 0.3.1.2 keeps leading, and the member
+    stays a candidate for good). A leader of a term at least as high leads all three, the
+    member catches up, and the logs are byte-identical."""
+    g: Group = await make_group()
+    leader = await g.wait_leader()
+    await _append_many(leader, 0, 20)
+    lagging = next(i for i in g.members if i != leader.config.self_id)
+    await g.stop(lagging)
+    await _append_many(leader, 20, 20)
+    high = leader.term + 5
+    persist_term_state(g.configs[lagging].base_dir, TermState(curr_term=high))
+    await g.start(lagging)
+    new_leader = await g.wait_leader(timeout_s=15)
+    assert new_leader.config.self_id != lagging
+    assert new_leader.term >= high
+    await _wait_caught_up(g, 39)
     _assert_identical(g)
 
 
