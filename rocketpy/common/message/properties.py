@@ -74,11 +74,7 @@ def waits_for_store(wait: str | None) -> bool:
 def property_value(text: str, name: str) -> str | None:
     """``decode_properties(text).get(name)`` without building the map (per message on the send
     path for ``WAIT``, per pulled record for ``UNIQ_KEY`` and ``TAGS``)."""
-    named = _NAMED.get(name)
-    if named is None:
-        named = f"{name}{NAME_VALUE_SEPARATOR}"
-        if len(_NAMED) < _NAMED_MAX:
-            _NAMED[name] = named
+    named = _NAMED.get(name) or _named(name)
     if named not in text:  # the common case on the send path (WAIT)
         return None
     return _named_value(text, named)
@@ -87,8 +83,16 @@ def property_value(text: str, name: str) -> str | None:
 def property_values(texts: list[str], name: str) -> list[str | None]:
     """:func:`property_value` of ``name`` in each of ``texts`` (a batch's UNIQ_KEYs: one call,
     its name looked up once)."""
-    named = _NAMED.get(name) or f"{name}{NAME_VALUE_SEPARATOR}"
+    named = _NAMED.get(name) or _named(name)
     return [_named_value(text, named) if named in text else None for text in texts]
+
+
+def _named(name: str) -> str:
+    """``name`` + the name-value separator, remembered in :data:`_NAMED` while it has room."""
+    named = f"{name}{NAME_VALUE_SEPARATOR}"
+    if len(_NAMED) < _NAMED_MAX:
+        _NAMED[name] = named
+    return named
 
 
 #: ``name`` + the name-value separator, by name (a handful of names are looked up per message).
