@@ -41,7 +41,7 @@ def test_dledger_chaos_every_fault_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.chaos
-@pytest.mark.parametrize("chunk", chunks("DLEDGER_CHUNKS", 2))
+@pytest.mark.parametrize("chunk", chunks("DLEDGER_CHUNKS", 1))
 def test_dledger_chaos_random_rounds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], chunk: int
 ) -> None:
