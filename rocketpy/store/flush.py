@@ -3,7 +3,7 @@
 Owns: the task that, every ``flushIntervalConsumeQueue`` ms, makes consume queues with at least
 ``flushConsumeQueueLeastPages`` dirty pages durable, and every
 ``flushConsumeQueueThoroughInterval`` ms flushes all of them and then writes the checkpoint. The
-commit log's own flush (ASYNC interval / SYNC group commit) lives in ``commit_log/commit_log.py``.
+commit log's own flush (ASYNC interval / SYNC group commit) lives in ``commit_log/flusher.py``.
 Must not: flush on the loop -- every ``fdatasync`` and the checkpoint write run on the store's
 ordered flush executor.
 

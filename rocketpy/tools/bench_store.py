@@ -242,13 +242,13 @@ async def bench_sync(root: Path, size: int, seconds: float, file_size: int, prod
             acks += 1
 
     before = rss_mib()
-    flushes = store.commit_log.flushes
+    flushes = store.commit_log.flusher.passes
     start = time.perf_counter()
     async with asyncio.TaskGroup() as tg:
         for i in range(producers):
             tg.create_task(producer(), name=f"bench/producer-{i}")
     elapsed = time.perf_counter() - start
-    passes = store.commit_log.flushes - flushes
+    passes = store.commit_log.flusher.passes - flushes
     nbytes = store.commit_log.flushed_offset
     _line(f"SYNC_FLUSH {size} B, {producers} producers", acks, elapsed, nbytes,
           f"durable acks; {passes / elapsed:,.0f} fdatasync/s, {acks / max(passes, 1):.0f} "

@@ -1,15 +1,14 @@
-"""The CommitLog: appends records, assigns offsets, flushes (store.md section 3).
+"""The CommitLog: appends records, assigns offsets (store.md section 3).
 
-Owns: physical and per topic-queue offset assignment, the end-of-file blank record, the flush
-task (ASYNC interval flush, SYNC group commit) and the ``topicQueueTable``. Appends run on the
-loop (the only writer); segment creation runs on the allocation executor and msync on the flush
-executor. Must not: dispatch to consume queues (``consume_queue/reput.py`` does).
+Owns: physical and per topic-queue offset assignment, the end-of-file blank record, the
+``topicQueueTable`` and what a put answers (SYNC_FLUSH: once its record is durable). Appends run
+on the loop (the only writer); segment creation runs on the allocation executor. Must not:
+flush (``flusher.py`` does, on the flush executor) or dispatch to consume queues
+(``consume_queue/reput.py`` does).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import errno
 from collections import deque
@@ -20,7 +19,6 @@ from zlib import crc32
 
 import structlog
 
-from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
 from rocketpy.common.errors import StoreError
 from rocketpy.common.message.decoder import offset_msg_ids
@@ -44,6 +42,7 @@ from rocketpy.store.commit_log.batch_records import (
     encode_run,
     write_batch,
 )
+from rocketpy.store.commit_log.flusher import CommitLogFlusher
 from rocketpy.store.commit_log.put_types import (
     Appender,
     MessageBatch,
@@ -56,13 +55,11 @@ from rocketpy.store.commit_log.put_types import (
 from rocketpy.store.commit_log.record import BLANK_SIZE, room_or_blank
 from rocketpy.store.config import FlushDiskType, MessageStoreConfig
 from rocketpy.store.dispatch import BatchHint, DispatchRequest, Hint
-from rocketpy.store.mapped_file import PAGE_SIZE, MappedFile
+from rocketpy.store.mapped_file import MappedFile
 from rocketpy.store.mapped_file_queue import MappedFileQueue
 
 log = structlog.get_logger(__name__)
 
-#: Loop turns the SYNC_FLUSH task waits before each fdatasync (from the store4 branch's tuning).
-_GROUP_COMMIT_YIELDS = 3
 #: Bounds of the dispatch hints (about 200 B each, a batch's one for all its records): their
 #: number, and the commit-log bytes they span (what their properties texts take at most); past
 #: either the reput parses records back.
@@ -82,7 +79,7 @@ _M = TypeVar("_M", "MessageToStore", "MessageBatch")
 
 
 class CommitLog:
-    """Append side of the commit log plus its flush task."""
+    """Append side of the commit log; its flush task is :attr:`flusher`."""
 
     def __init__(
         self,
@@ -104,27 +101,18 @@ class CommitLog:
             config.commit_log_dir, config.mapped_file_size_commit_log, allocate=True
         )
         self.topic_queue_table: dict[str, int] = {}
-        self.flushed_offset = 0
-        # Store timestamp of the last appended record, and of the last one known durable
-        # (``physicMsgTimestamp`` for the checkpoint, as FlushRealTimeService sets it).
+        # Store timestamp of the last appended record.
         self.last_store_timestamp = 0
-        self.flushed_store_timestamp = 0
         # (store timestamp, end offset) of the last record written that no local append
         # described (bytes from the HA master, as the reput parses them); (0, 0) when none.
         self.replicated_timestamp: Callable[[], tuple[int, int]] = lambda: (0, 0)
-        # Wake-ups of the flush task so far, flushing or not (tests wait on it).
-        self.flush_checks = 0
-        # fdatasync passes run (one pass satisfies every waiter below its target).
-        self.flushes = 0
-        self._flush_executor = flush_executor
         self._alloc_executor = alloc_executor
         self._segments = SegmentAllocator(self.mfq, alloc_executor)
         self._on_append = self._segments.warming(on_append)  # the reput, then pages ahead
-        # SYNC_FLUSH waiters by end offset: True once durable, False at syncFlushTimeout.
-        self._waiters = AckWaiters()
-        self._wake = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.flusher = CommitLogFlusher(
+            config, self, flush=self.mfq.flush, executor=flush_executor, clock=clock,
+            on_flushed=self._on_append,
+        )  # fmt: skip
         self.writable = False
         # Upper bound of dispatching set by the HA layer (controller mode's confirm offset);
         # None without one. Set through set_dispatch_limit at wiring time.
@@ -160,6 +148,21 @@ class CommitLog:
         return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
 
     @property
+    def flushed_offset(self) -> int:
+        """How far the log is durable."""
+        return self.flusher.flushed_offset
+
+    @flushed_offset.setter
+    def flushed_offset(self, offset: int) -> None:
+        self.flusher.flushed_offset = offset
+
+    @property
+    def flushed_store_timestamp(self) -> int:
+        """Store time of the last record known durable (the checkpoint's
+        ``physicMsgTimestamp``, as FlushRealTimeService sets it)."""
+        return self.flusher.flushed_store_timestamp
+
+    @property
     def max_offset(self) -> int:
         """End of the last written record."""
         return self.mfq.max_offset
@@ -178,33 +181,24 @@ class CommitLog:
         """Dispatch end bound (store.md section 5): flushed for SYNC_FLUSH, else max offset,
         and never above ``dispatch_limit()`` when the HA layer sets one (the replicated
         confirm offset of controller mode, ha.md section 3.7)."""
-        base = self.flushed_offset if self.sync_flush else self.max_offset
+        base = self.flusher.flushed_offset if self.sync_flush else self.max_offset
         limit = self.dispatch_limit
         return base if limit is None else min(base, limit())
 
     def start(self) -> None:
         """Start the flush task; the log must be loaded and recovered."""
-        self.flushed_offset = self.max_offset
         self.writable = True
         last = self.mfq.last
         if last is not None and not last.is_full:
             last.appending()  # a recovered segment is appended to as a new one is
         self._segments.preallocate()
-        self._task = asyncio.get_running_loop().create_task(
-            self._flush_loop(), name="store/commitlog-flush"
-        )
+        self.flusher.start(self.max_offset)
 
     async def stop(self) -> None:
         """Refuse appends, flush everything, stop the flush task. Idempotent."""
         self.writable = False
-        self._stop.set()
-        self._wake.set()
-        if self._task is not None:
-            task, self._task = self._task, None
-            await task
-        await self._flush_once()
+        await self.flusher.stop()
         await self._segments.drop_ahead()
-        self._waiters.cancel_all()
 
     def put_message(
         self, msg: MessageToStore, appended: Callable[[], None] | None = None
@@ -278,13 +272,14 @@ class CommitLog:
         self._on_append()
         if self.sync_flush:
             end = result.wrote_offset + result.wrote_bytes
-            if self.flushed_offset < end:
-                self._wake.set()
-                if wait_store and appended is not None:
+            flusher = self.flusher
+            if flusher.flushed_offset < end:
+                if not wait_store:
+                    flusher.wake()
+                    return result
+                if appended is not None:
                     appended()
-                if wait_store and not await self._waiters.future(
-                    end, self.config.sync_flush_timeout / 1000
-                ):
+                if not await flusher.durable(end):
                     log.warning("flush disk timeout", offset=end)
                     return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
         return result
@@ -337,7 +332,7 @@ class CommitLog:
                 f"{len(data)} replicated bytes cross the segment end at {start_offset}"
             )
         last.append(data)
-        self._wake.set()
+        self.flusher.wake()
         self._on_append()
 
     def _append_nowait(self, m: MessageToStore) -> PutResult | None:
@@ -544,52 +539,3 @@ class CommitLog:
         log.error("create mapped file failed", directory=str(self.mfq.directory),
                   error=str(error))  # fmt: skip
         return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-
-    async def _flush_once(self) -> None:
-        target = self.max_offset
-        replicated, replicated_end = self.replicated_timestamp()
-        if target <= self.flushed_offset and not self._waiters:
-            if replicated_end <= self.flushed_offset:
-                # A slave's last records were durable before the reput told their time.
-                self.flushed_store_timestamp = max(self.flushed_store_timestamp, replicated)
-            return
-        # Taken before the flush: every record it describes lies below ``target``.
-        store_timestamp = max(self.last_store_timestamp, replicated)
-        loop = asyncio.get_running_loop()
-        flushed = await loop.run_in_executor(self._flush_executor, self.mfq.flush, target)
-        self.flushes += 1
-        self.flushed_offset = max(self.flushed_offset, flushed, target)
-        self.flushed_store_timestamp = max(self.flushed_store_timestamp, store_timestamp)
-        self._waiters.release(self.flushed_offset)
-        if self.sync_flush:
-            self._on_append()
-
-    async def _flush_loop(self) -> None:
-        interval = self.config.flush_interval_commit_log / 1000
-        least = self.config.flush_commit_log_least_pages * PAGE_SIZE
-        thorough = self.config.flush_commit_log_thorough_interval
-        last_thorough = self.clock.monotonic_ms()
-        while not self._stop.is_set():
-            if self.sync_flush:
-                await self._wake.wait()
-                # Group commit: let the producers the last flush released append again (each
-                # needs a few loop turns), so one fdatasync covers all of them, not half.
-                for _ in range(_GROUP_COMMIT_YIELDS):
-                    await asyncio.sleep(0)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
-                        await self._wake.wait()
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            self.flush_checks += 1
-            now = self.clock.monotonic_ms()
-            dirty = self.max_offset - self.flushed_offset
-            if self.sync_flush or dirty >= least or now - last_thorough >= thorough:
-                if now - last_thorough >= thorough:
-                    last_thorough = now
-                try:
-                    await self._flush_once()
-                except OSError:
-                    log.exception("commit log flush failed")

@@ -28,7 +28,7 @@ async def test_broker_sync_flush_sends_share_fdatasync_beyond_send_slots(
     addr = broker.address
     assert (await client.send(addr, "SyncTopic", b"first")).code == ResponseCode.SUCCESS
     commit_log = broker.store.store.commit_log
-    passes = commit_log.flushes
+    passes = commit_log.flusher.passes
     async with asyncio.timeout(20):
         responses = await asyncio.gather(
             *(client.send(addr, "SyncTopic", f"m{i}".encode()) for i in range(32))
@@ -36,4 +36,4 @@ async def test_broker_sync_flush_sends_share_fdatasync_beyond_send_slots(
     assert {r.code for r in responses} == {ResponseCode.SUCCESS}
     assert sorted(int(r.ext("queueOffset") or "-1") for r in responses) == list(range(1, 33))
     assert commit_log.flushed_offset == commit_log.max_offset
-    assert commit_log.flushes - passes <= 8
+    assert commit_log.flusher.passes - passes <= 8

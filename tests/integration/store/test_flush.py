@@ -50,8 +50,8 @@ async def test_commit_log_async_flush_least_pages_and_thorough(tmp_path: Path) -
         cl = store.commit_log
         start = cl.flushed_offset
         await store.put_message(_msg())
-        checks = cl.flush_checks
-        await wait_until(lambda: cl.flush_checks >= checks + 3, 5)
+        checks = cl.flusher.checks
+        await wait_until(lambda: cl.flusher.checks >= checks + 3, 5)
         assert cl.flushed_offset == start
         clock.advance(10_000)
         await wait_until(lambda: cl.flushed_offset == cl.max_offset, 5)
@@ -69,13 +69,13 @@ async def test_commit_log_sync_group_commit_one_flush_for_many(tmp_path: Path) -
     async with asyncio.timeout(20):
         await store.start()
         await store.put_message(_msg())  # the first put creates the segment
-        before = store.commit_log.flushes
+        before = store.commit_log.flusher.passes
         results = await asyncio.gather(*(store.put_message(_msg()) for _ in range(64)))
         assert {r.status for r in results} == {PutMessageStatus.PUT_OK}
         assert store.commit_log.flushed_offset >= max(
             r.wrote_offset + r.wrote_bytes for r in results
         )
-        assert 1 <= store.commit_log.flushes - before <= 4
+        assert 1 <= store.commit_log.flusher.passes - before <= 4
         await store.stop()
 
 
