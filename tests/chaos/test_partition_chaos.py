@@ -1,4 +1,5 @@
-"""Network partitions in controller mode (issue 25, item 5; F-01, F-04, F-05).
+"""Network partitions in controller mode (issue 25, item 5; F-01, F-04, F-05) and slow
+followers (F-08, H-09).
 
 Every daemon runs in a network namespace of its own and links, not processes, fail
 (tests/helpers/netlab.py, tests/helpers/partition_chaos.py). Producers send with
@@ -55,11 +56,14 @@ def test_partition_named_scenarios(tmp_path: Path, lab: NetLab) -> None:
     only; cut a slave off; cut the controller leader from the other controllers and every broker;
     cut the client from the master only; cut {master, controller leader} from the rest (F-01);
     cut {master, one slave} from {controllers, the other slave} (F-04); cut only the link
-    between the master and the controller leader (F-05).
-    Expected: F-01 and F-04 elect another master; the client, slave and controller-leader cuts
-    elect nobody; the cut-off controller never changes its answer; after each heal a master with
-    SyncStateSet {1, 2, 3} and a SEND_OK; at the end every SEND_OK read at its queue offset, no
-    offset acked twice, no phantom, queues in order, the three CommitLogs byte-identical."""
+    between the master and the controller leader (F-05); throttle what the master sends both
+    slaves (F-08, H-09).
+    Expected: F-01 and F-04 elect another master; the client, slave, controller-leader and
+    slow-slaves rounds elect nobody; slow slaves leave the SyncStateSet within 20 s, SEND_OKs
+    follow and neither returns while throttled; the cut-off controller never changes its
+    answer; after each heal a master with SyncStateSet {1, 2, 3} and a SEND_OK; at the end
+    every SEND_OK read at its queue offset, no offset acked twice, no phantom, queues in order,
+    the three CommitLogs byte-identical."""
     kinds: list[Cut | Fault] = list(Cut)
     report = _run(tmp_path, lab, 25, len(kinds), kinds)
     assert {str(r.fault) for r in report.rounds} == {str(c) for c in Cut}

@@ -8,8 +8,11 @@ that host's address and may use fixed ports: every host has its own port space.
 Links fail, processes do not: :meth:`NetLab.block` drops, on the sender's device, every packet
 one host sends to another (an HTB class whose bfifo holds one byte, selected by a u32 filter on
 the destination address), so established TCP connections stall and new ones time out exactly as
-across a cut cable. ``tc``'s drop and police actions and netem need kernel modules many
-containers lack; HTB, bfifo and u32 are built in almost everywhere.
+across a cut cable. :meth:`NetLab.throttle` makes a link slow instead: the packets go through an
+HTB class of :data:`THROTTLE_RATE` with a short queue, so a busy link lags further and further
+behind, drops what overflows and TCP backs off (a follower that cannot keep up). ``tc``'s drop
+and police actions and netem (latency, loss) need kernel modules many containers lack (this
+one's kernel has no netem); HTB, bfifo, pfifo and u32 are built in almost everywhere.
 
 Needs root and ``ip``/``tc``: :func:`unavailable` says why not, for ``pytest.skip``. Everything
 made is named after the test's PID, removed by :meth:`NetLab.close`, and leftovers of dead test
@@ -33,6 +36,10 @@ CLIENT = "client"
 _DEV = "eth0"  # every namespace's end of its veth pair
 _TIMEOUT_S = 10.0
 _OWN = re.compile(r"^rpy(\d+)-")
+#: What a throttled link carries (HTB rate): a few hundred 128 B messages a second.
+THROTTLE_RATE = "256kbit"
+#: Packets a throttled link queues before it drops (seconds of delay at THROTTLE_RATE).
+_THROTTLE_QUEUE = 32
 
 
 def _run(argv: list[str]) -> None:
@@ -126,6 +133,7 @@ class NetLab:
         self.ip = {CLIENT: f"{self._prefix}.1"}
         self.ip.update({h: f"{self._prefix}.{i + 10}" for i, h in enumerate(self.hosts)})
         self._blocked: dict[str, set[str]] = defaultdict(set)
+        self._throttled: dict[str, set[str]] = defaultdict(set)
         self._made: list[str] = []
 
     def netns(self, host: str) -> str:
@@ -178,7 +186,7 @@ class NetLab:
 
     def _shaper(self, host: str) -> None:
         """HTB on the host's device: class 1:1 passes everything, class 1:2 (a one-byte bfifo)
-        drops every packet a filter sends it."""
+        drops every packet a filter sends it, class 1:3 passes THROTTLE_RATE."""
         dev = self._device(host)
         tc = ["tc"]
         self._in(host, [*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",
@@ -189,6 +197,11 @@ class NetLab:
                         "htb", "rate", "8bit", "quantum", "1514"])  # fmt: skip
         self._in(host, [*tc, "qdisc", "add", "dev", dev, "parent", "1:2", "handle", "20:",
                         "bfifo", "limit", "1"])  # fmt: skip
+        self._in(host, [*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:3",
+                        "htb", "rate", THROTTLE_RATE, "ceil", THROTTLE_RATE,
+                        "quantum", "1514"])  # fmt: skip
+        self._in(host, [*tc, "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:",
+                        "pfifo", "limit", str(_THROTTLE_QUEUE)])  # fmt: skip
 
     def _apply(self, host: str) -> None:
         dev = self._device(host)
@@ -198,14 +211,22 @@ class NetLab:
             check=False,
             timeout=_TIMEOUT_S,
         )
-        for dst in sorted(self._blocked[host]):
+        blocked = self._blocked[host]
+        flows = [(dst, "1:2") for dst in sorted(blocked)]
+        flows += [(dst, "1:3") for dst in sorted(self._throttled[host] - blocked)]
+        for dst, flow in flows:
             self._in(host, ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
                             "prio", "1", "u32", "match", "ip", "dst", f"{self.ip[dst]}/32",
-                            "flowid", "1:2"])  # fmt: skip
+                            "flowid", flow])  # fmt: skip
 
     def block(self, src: str, dst: str) -> None:
         """Drop every packet ``src`` sends to ``dst`` (one way)."""
         self._blocked[src].add(dst)
+        self._apply(src)
+
+    def throttle(self, src: str, dst: str) -> None:
+        """Carry what ``src`` sends to ``dst`` at THROTTLE_RATE (one way; a cut overrides)."""
+        self._throttled[src].add(dst)
         self._apply(src)
 
     def cut(self, a: str, b: str) -> None:
@@ -226,10 +247,11 @@ class NetLab:
         self.partition([host], [h for h in [CLIENT, *self.hosts] if h != host and h not in kept])
 
     def heal(self) -> None:
-        """Restore every link."""
-        cut = [h for h, dsts in self._blocked.items() if dsts]
+        """Restore every link, cut or throttled."""
+        changed = {h for table in (self._blocked, self._throttled) for h, d in table.items() if d}
         self._blocked.clear()
-        for host in cut:
+        self._throttled.clear()
+        for host in sorted(changed):
             self._apply(host)
 
     def blocked(self) -> dict[str, set[str]]:

@@ -1,5 +1,5 @@
 """Network partitions against a controller-mode broker-set (issue 25, item 5; scenarios F-01,
-F-04, F-05 of acceptance-scenarios.md).
+F-04, F-05 of acceptance-scenarios.md), and slow followers (F-08, H-09).
 
 :class:`PartitionRun` is the chaos run of tests/helpers/chaos_cluster.py with every daemon in a
 host of its own (tests/helpers/netlab.py): the NameServer ``ns``, controllers ``n0``-``n2``,
@@ -12,8 +12,12 @@ checker judges the run as usual; two more checks are specific to partitions:
   state all through the cut (the client can still reach it); any answer that differs from its
   first one is a ``minority`` violation;
 * a cut that leaves the master in touch with a majority of the controllers and with its slaves
-  (the client cut from the master, a slave cut off) must not elect anybody: a new master epoch is
-  a ``flap`` violation.
+  (the client cut from the master, a slave cut off, both slaves slow) must not elect anybody: a
+  new master epoch is a ``flap`` violation;
+* slow slaves (the master's links to both throttled, so they fall further and further behind):
+  within SHRINK_LIMIT_S the SyncStateSet is the master alone (``no-shrink``), SEND_OKs resume
+  within STALL_LIMIT_S of that (``stall``), and the set takes neither slave back while the
+  throttle holds (``re-expand``). After the heal both rejoin, as after every round.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ from tests.helpers.controller_mode import controller_leader, sync_state
 from tests.helpers.history import Violation
 from tests.helpers.netlab import CLIENT, NetLab
 
+#: H-09's bound on the shrink: T_catchup (haMaxTimeSlaveNotCatchup, 15 s by default) plus two
+#: SyncStateSet checks (checkSyncStateSetPeriod 500 ms here), with room for a busy host.
+SHRINK_LIMIT_S = 15.0 + 2 * 0.5 + 4.0
+#: After the shrink, the longest wait for the next SEND_OK (a send in flight may still time out
+#: waiting for the slaves it began with: the client's timeout is 3 s).
+STALL_LIMIT_S = 6.0
+
 HOSTS = ("ns", "n0", "n1", "n2", "b1", "b2", "b3")
 CONTROLLERS = ("n0", "n1", "n2")
 
@@ -59,12 +70,16 @@ class Cut(StrEnum):
     MASTER_WITH_SLAVE = "cut-master+slave-from-controllers+slave"
     # F-05: only the link between the master and the controller leader.
     MASTER_LEADER_LINK = "cut-master-leader-link"
+    # F-08 / H-09: what the master sends both slaves is throttled (netlab.THROTTLE_RATE).
+    SLOW_SLAVES = "slow-slaves"
 
 
 #: Cuts after which the controllers must elect another master.
 FAILOVER_CUTS = frozenset({Cut.MINORITY_MASTER, Cut.MASTER_WITH_SLAVE})
 #: Cuts after which nobody may be elected.
-STEADY_CUTS = frozenset({Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF})
+STEADY_CUTS = frozenset(
+    {Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF, Cut.SLOW_SLAVES}
+)
 
 
 class PartitionRun(ChaosRun):
@@ -158,8 +173,38 @@ class PartitionRun(ChaosRun):
             rest = [b for b in others if b != s]
             self.lab.partition([m, s], [*CONTROLLERS, *rest])
             return (m, s)
+        if cut is Cut.SLOW_SLAVES:
+            for slave_host in others:
+                self.lab.throttle(m, slave_host)
+            return tuple(others)
         self.lab.cut(m, n)  # MASTER_LEADER_LINK
         return (m, n)
+
+    async def _slow_slaves(self, master: int, began: float) -> float | None:
+        """Wait for the shrink to the master alone, then for a SEND_OK (H-09); the seconds the
+        shrink took (None: not in time). The violations say what did not come in time."""
+        shrunk: float | None = None
+        while time.monotonic() - began < SHRINK_LIMIT_S:
+            with contextlib.suppress(RemotingError):
+                if (await sync_state(self._live_controllers()))[2] == {master}:
+                    shrunk = time.monotonic()
+                    break
+            await asyncio.sleep(0.1)
+        if shrunk is None:
+            self.report.violations.append(Violation(
+                "no-shrink", f"{Cut.SLOW_SLAVES}: SyncStateSet not {{{master}}} within "
+                f"{SHRINK_LIMIT_S}s",
+            ))  # fmt: skip
+            return None
+        mark = self._ok_count
+        while self._ok_count == mark and time.monotonic() - shrunk < STALL_LIMIT_S:
+            await asyncio.sleep(0.05)
+        if self._ok_count == mark:
+            self.report.violations.append(Violation(
+                "stall", f"{Cut.SLOW_SLAVES}: no SEND_OK within {STALL_LIMIT_S}s of the shrink "
+                f"({shrunk - began:.1f}s after the throttle)",
+            ))  # fmt: skip
+        return shrunk - began
 
     async def run_cut(self, cut: Cut) -> RoundResult:
         """Make ``cut``, hold it, heal it, and wait until the cluster has recovered."""
@@ -175,6 +220,7 @@ class PartitionRun(ChaosRun):
             for i in sorted(self._minority)
         ]
         failover: float | None = None
+        shrink: float | None = None
         answers: list[int] = []
         try:
             if cut in FAILOVER_CUTS or cut in (Cut.MASTER_FROM_CONTROLLERS, Cut.MASTER_LEADER_LINK):
@@ -187,7 +233,15 @@ class PartitionRun(ChaosRun):
                     )
             elif cut is Cut.CONTROLLER_LEADER_OFF:
                 await self._wait_new_leader(leader, FAILOVER_TIMEOUT_S)
+            elif cut is Cut.SLOW_SLAVES:
+                shrink = await self._slow_slaves(master, began)
             await self._hold(1.0, 4.0)
+            if cut is Cut.SLOW_SLAVES:
+                _, _, members = await self._state()
+                if members != {master}:
+                    self.report.violations.append(Violation(
+                        "re-expand", f"{cut}: SyncStateSet {sorted(members)} while throttled"
+                    ))  # fmt: skip
             if cut in STEADY_CUTS:
                 now_master, now_epoch, _ = await self._state()
                 if now_epoch != epoch:
@@ -205,6 +259,8 @@ class PartitionRun(ChaosRun):
             self._minority = set()
         await self.wait_recovered()
         note = f"cut-off controller answered {answers[0]} times" if answers else ""
+        if shrink is not None:
+            note = f"SyncStateSet shrank to the master in {shrink:.1f}s"
         result = RoundResult(
             cut, victims, failover, time.monotonic() - began, self.outage(began), note
         )
