@@ -58,6 +58,10 @@ class BrokerHeartbeatManager:
         self._table: dict[BrokerKey, HeartbeatRecord] = {}
         self._started_ms = clock.monotonic_ms()
         self._grace_ms = startup_grace_ms
+        # Until this monotonic time :meth:`is_warmed_up` is False (see :meth:`hold_off`).
+        self._hold_until_ms = 0
+        # The longest heartbeat timeout any broker has named (0 until one has).
+        self._max_timeout_ms = 0
 
     def on_broker_heartbeat(
         self, header: BrokerHeartbeatRequestHeader, channel: Hashable | None = None
@@ -110,6 +114,7 @@ class BrokerHeartbeatManager:
             channel=channel if channel is not None else (prev.channel if prev else None),
         )
         self._table[key] = record
+        self._max_timeout_ms = max(self._max_timeout_ms, timeout_ms)
         return record
 
     def on_channel_closed(self, channel: Hashable) -> HeartbeatRecord | None:
@@ -130,8 +135,23 @@ class BrokerHeartbeatManager:
         return expired
 
     def is_warmed_up(self) -> bool:
-        """Has the start-up grace period passed?"""
-        return self._clock.monotonic_ms() - self._started_ms >= self._grace_ms
+        """Has the start-up grace period passed, and the hold-off of the last
+        :meth:`hold_off`?"""
+        now = self._clock.monotonic_ms()
+        return now - self._started_ms >= self._grace_ms and now >= self._hold_until_ms
+
+    def hold_off(self) -> None:
+        """This node now leads: until every broker has had one heartbeat timeout (the longest
+        any broker named) to reach it, :meth:`is_warmed_up` is False.
+
+        A node's table is only as fresh as the heartbeats that reached it. One that was cut off
+        from the brokers and then elected (a rejoining controller can win: its log may be as
+        long as anyone's) holds rows that expired or channels that its brokers are about to
+        close; judged at once, a live master is "inactive" and replaced (found by the
+        partition suite's controller-follower cut, scenario C-15). A master that really died
+        meanwhile is found by the first inactive-master scan after the hold-off. A node no
+        broker has reached yet holds nothing stale: only the start-up grace applies to it."""
+        self._hold_until_ms = self._clock.monotonic_ms() + self._max_timeout_ms
 
     # -- BrokerLiveness ------------------------------------------------------------------------
 

@@ -252,6 +252,8 @@ class ControllerService:
 
     def _serving(self, serving: bool) -> None:
         log.info("controller leader state changed", serving=serving, term=self.node.term)
+        if serving:
+            self.heartbeats.hold_off()
 
     async def _scan_not_active(self) -> None:
         for record in self.heartbeats.scan_not_active():
@@ -281,8 +283,8 @@ class ControllerService:
             broker=name,
             broker_id=record.info.broker_id,
         )
-        if not self.pipeline.serving:
-            return
+        if not self.pipeline.serving or not self.heartbeats.is_warmed_up():
+            return  # a fresh leader's table may be stale: its inactive-master scan decides
         info = self.manager.sync_state_set_info_table.get(name)
         if info is not None and info.master_broker_id == record.info.broker_id:
             self.trigger_election(name)

@@ -54,12 +54,14 @@ def test_partition_named_scenarios(tmp_path: Path, lab: NetLab) -> None:
     namespace of its own; two producers on the test's host send all along.
     2. In turn, heal after each and wait for the recovery: cut the master from the controllers
     only; cut a slave off; cut the controller leader from the other controllers and every broker;
-    cut the client from the master only; cut {master, controller leader} from the rest (F-01);
+    cut a controller follower off likewise (C-15); cut the client from the master only; cut
+    {master, controller leader} from the rest (F-01);
     cut {master, one slave} from {controllers, the other slave} (F-04); cut only the link
     between the master and the controller leader (F-05); throttle what the master sends both
     slaves (F-08, H-09).
-    Expected: F-01 and F-04 elect another master; the client, slave, controller-leader and
-    slow-slaves rounds elect nobody; slow slaves leave the SyncStateSet within 20 s, SEND_OKs
+    Expected: F-01 and F-04 elect another master; the client, slave, controller-leader,
+    controller-follower and slow-slaves rounds elect nobody; with a controller follower cut off
+    no gap between SEND_OKs exceeds 2 s; slow slaves leave the SyncStateSet within 20 s, SEND_OKs
     follow and neither returns while throttled; the cut-off controller never changes its
     answer; after each heal a master with SyncStateSet {1, 2, 3} and a SEND_OK; at the end
     every SEND_OK read at its queue offset, no offset acked twice, no phantom, queues in order,

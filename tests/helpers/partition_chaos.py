@@ -1,5 +1,6 @@
 """Network partitions against a controller-mode broker-set (issue 25, item 5; scenarios F-01,
-F-04, F-05 of acceptance-scenarios.md), and slow followers (F-08, H-09).
+F-04, F-05 of acceptance-scenarios.md), an unreachable controller follower (C-15) and slow
+followers (F-08, H-09).
 
 :class:`PartitionRun` is the chaos run of tests/helpers/chaos_cluster.py with every daemon in a
 host of its own (tests/helpers/netlab.py): the NameServer ``ns``, controllers ``n0``-``n2``,
@@ -12,8 +13,10 @@ checker judges the run as usual; two more checks are specific to partitions:
   state all through the cut (the client can still reach it); any answer that differs from its
   first one is a ``minority`` violation;
 * a cut that leaves the master in touch with a majority of the controllers and with its slaves
-  (the client cut from the master, a slave cut off, both slaves slow) must not elect anybody: a
-  new master epoch is a ``flap`` violation;
+  (the client cut from the master, a slave cut off, a controller follower cut off, both slaves
+  slow) must not elect anybody: a new master epoch is a ``flap`` violation;
+* a controller follower cut off (its connections hang: C-15) blocks nobody: a gap between
+  SEND_OKs over BLOCKED_LIMIT_S while the cut holds is a ``blocked`` violation;
 * slow slaves (the master's links to both throttled, so they fall further and further behind):
   within SHRINK_LIMIT_S the SyncStateSet is the master alone (``no-shrink``), SEND_OKs resume
   within STALL_LIMIT_S of that (``stall``), and the set takes neither slave back while the
@@ -47,6 +50,8 @@ SHRINK_LIMIT_S = 15.0 + 2 * 0.5 + 4.0
 #: After the shrink, the longest wait for the next SEND_OK (a send in flight may still time out
 #: waiting for the slaves it began with: the client's timeout is 3 s).
 STALL_LIMIT_S = 6.0
+#: C-15: the longest gap between SEND_OKs allowed while a controller follower is cut off.
+BLOCKED_LIMIT_S = 2.0
 
 HOSTS = ("ns", "n0", "n1", "n2", "b1", "b2", "b3")
 CONTROLLERS = ("n0", "n1", "n2")
@@ -70,6 +75,8 @@ class Cut(StrEnum):
     MASTER_WITH_SLAVE = "cut-master+slave-from-controllers+slave"
     # F-05: only the link between the master and the controller leader.
     MASTER_LEADER_LINK = "cut-master-leader-link"
+    # C-15: a controller other than the leader loses every other host but the client.
+    CONTROLLER_FOLLOWER_OFF = "cut-controller-follower-off"
     # F-08 / H-09: what the master sends both slaves is throttled (netlab.THROTTLE_RATE).
     SLOW_SLAVES = "slow-slaves"
 
@@ -77,9 +84,10 @@ class Cut(StrEnum):
 #: Cuts after which the controllers must elect another master.
 FAILOVER_CUTS = frozenset({Cut.MINORITY_MASTER, Cut.MASTER_WITH_SLAVE})
 #: Cuts after which nobody may be elected.
-STEADY_CUTS = frozenset(
-    {Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF, Cut.SLOW_SLAVES}
-)
+STEADY_CUTS = frozenset({
+    Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF,
+    Cut.CONTROLLER_FOLLOWER_OFF, Cut.SLOW_SLAVES,
+})  # fmt: skip
 
 
 class PartitionRun(ChaosRun):
@@ -157,10 +165,15 @@ class PartitionRun(ChaosRun):
         if cut is Cut.SLAVE_OFF:
             self.lab.isolate(s)
             return (s,)
-        if cut is Cut.CONTROLLER_LEADER_OFF:
-            self._minority = {leader}
-            self.lab.isolate(n, keep=[CLIENT])
-            return (n,)
+        if cut in (Cut.CONTROLLER_LEADER_OFF, Cut.CONTROLLER_FOLLOWER_OFF):
+            index = (
+                leader
+                if cut is Cut.CONTROLLER_LEADER_OFF
+                else self.rng.choice([i for i in range(len(CONTROLLERS)) if i != leader])
+            )
+            self._minority = {index}
+            self.lab.isolate(f"n{index}", keep=[CLIENT])
+            return (f"n{index}",)
         if cut is Cut.CLIENT_FROM_MASTER:
             self.lab.cut(CLIENT, m)
             return (CLIENT, m)
@@ -236,6 +249,10 @@ class PartitionRun(ChaosRun):
             elif cut is Cut.SLOW_SLAVES:
                 shrink = await self._slow_slaves(master, began)
             await self._hold(1.0, 4.0)
+            if cut is Cut.CONTROLLER_FOLLOWER_OFF and self.outage(began) > BLOCKED_LIMIT_S:
+                self.report.violations.append(Violation(
+                    "blocked", f"{cut}: no SEND_OK for {self.outage(began):.2f}s"
+                ))  # fmt: skip
             if cut is Cut.SLOW_SLAVES:
                 _, _, members = await self._state()
                 if members != {master}:

@@ -81,6 +81,27 @@ def test_heartbeat_startup_grace() -> None:
     assert hb.is_warmed_up()
 
 
+def test_heartbeat_hold_off_after_leadership() -> None:
+    """A node that becomes leader distrusts its table for the longest heartbeat timeout it has
+    seen: 1. no heartbeat yet, hold off; 2. brokers beat with timeouts 1.5 s and 3 s, all
+    expire, hold off again.
+    Expected: 1. warmed up at once (nothing stale: the start-up grace alone applies); 2. not
+    warmed up until 3 s later."""
+    clock = ManualClock()
+    hb = BrokerHeartbeatManager(clock)
+    hb.hold_off()
+    assert hb.is_warmed_up()
+    hb.on_broker_heartbeat(_beat(1, heartbeat_timeout_mills=1500))
+    hb.on_broker_heartbeat(_beat(2, heartbeat_timeout_mills=3000))
+    clock.advance(5000)
+    assert {r.key for r in hb.scan_not_active()} == {(C, B, 1), (C, B, 2)}
+    hb.hold_off()
+    clock.advance(2999)
+    assert not hb.is_warmed_up()
+    clock.advance(1)
+    assert hb.is_warmed_up()
+
+
 def test_heartbeat_table_drives_the_election_policy() -> None:
     """The table is the liveness of DefaultElectPolicy: 1. brokers 2 and 3 beat with epochs 1
     and 2, broker 1 never; 2. elect from {1,2,3}. Expected: 3."""
