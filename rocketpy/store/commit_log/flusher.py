@@ -86,7 +86,6 @@ class CommitLogFlusher:
         self.passes = 0
         # SYNC_FLUSH waiters by end offset: True once durable, False at syncFlushTimeout.
         self._waiters = AckWaiters()
-        self._timeout_s = config.sync_flush_timeout / 1000
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -121,7 +120,7 @@ class CommitLogFlusher:
         """Wake the task and wait until ``end`` is durable: True, or False at
         ``syncFlushTimeout`` (a future, not a coroutine: one per SYNC_FLUSH send)."""
         self._wake.set()
-        return self._waiters.future(end, self._timeout_s)
+        return self._waiters.future(end, self.config.sync_flush_timeout / 1000)
 
     async def flush_once(self) -> None:
         """One pass up to the log's end; also records a slave's newest durable store time."""
