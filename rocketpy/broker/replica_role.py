@@ -72,6 +72,32 @@ class ReplicaRole:
                 await self._on_changed()
         return applied
 
+    async def follow_moved_master(self, info: MasterInfo) -> bool:
+        """A slave's master moved: the controller names the same master in the same epoch at
+        another address (it restarted on another host or port before its heartbeat expired,
+        so nobody was elected and no role change was sent). Take the new address, so that the
+        NameServer's listing of it is accepted again and the HA client follows its new
+        ``haServerAddr`` (``registration.py``). True when the address changed."""
+        async with self._lock:
+            if (
+                self.is_master
+                or info.master_broker_id is None
+                or info.master_broker_id != self.master_id
+                or info.master_epoch != self.master_epoch
+                or not info.master_address
+                or info.master_address == self.master_address
+            ):
+                return False
+            log.info(
+                "master moved, following it",
+                master=info.master_broker_id,
+                master_epoch=info.master_epoch,
+                old=self.master_address,
+                new=info.master_address,
+            )
+            self.master_address = info.master_address
+        return True
+
     async def _to_master(self, info: MasterInfo) -> bool:
         epoch = info.master_epoch
         if self.is_master:

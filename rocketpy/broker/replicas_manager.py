@@ -429,6 +429,8 @@ class ReplicasManager:
             await self.change_broker_role(info)
         elif info.master_epoch == self.role.master_epoch and self.role.is_master:
             self.role.adopt_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
+        elif info.master_epoch == self.role.master_epoch:
+            await self.role.follow_moved_master(info)
 
     async def _check_sync_state_set(self) -> None:
         """Every ``checkSyncStateSetPeriod`` (master): the HA layer proposes a shrunk set

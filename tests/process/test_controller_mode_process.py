@@ -30,6 +30,7 @@ from tests.helpers.controller_mode import (
     SAFE_CONTROLLER_KEYS,
     broker_addrs,
     commit_log_bytes,
+    controller_leader,
     sync_state,
 )
 from tests.helpers.processes import Daemon, start_broker, start_controllers, start_namesrv
@@ -362,3 +363,74 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
         for d in ctl_daemons:
             d.stop()
         assert namesrv.stop() == 0, namesrv.output()
+
+
+def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_path: Path) -> None:
+    """A master that restarts on another address while nobody elects stays master in the same
+    epoch, and no role change is sent: its slaves must follow it anyway. (A new controller
+    leader elects nobody for one heartbeat timeout, controller/heartbeat.py; a master whose
+    machine restarts with a new address inside its heartbeat timeout is the same case.)
+    1. Start mqnamesrv, three mqcontrollers and b1, b2, b3 of broker-a (allAck; heartbeat
+    timeout 10 s); wait for SyncStateSet {1, 2, 3}.
+    2. SIGKILL the controller leader; once another leads, SIGTERM b1 (the master) and start it
+    again on its store: its remoting and HA ports are new (port 0).
+    Expected: the controller still names b1 master of epoch 1; within 15 s the NameServer lists
+    its new address as brokerId 0 and the SyncStateSet is {1, 2, 3} again (the slaves took the
+    moved master's address from the controller, then its HA address from the NameServer); sends
+    to it are SEND_OK and both slaves' commit logs become the master's byte for byte. Before
+    the fix the slaves kept waiting for the NameServer to list the old address and never
+    replicated from the restarted master."""
+    keys = SAFE_BROKER_KEYS + "controllerHeartBeatTimeoutMills=10000\n"
+    namesrv, ns = start_namesrv(tmp_path)
+    daemons: dict[str, Daemon] = {}
+    ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
+    try:
+        addrs = {}
+        for tag in ("b1", "b2", "b3"):
+            daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs, keys)
+        asyncio.run(_wait_sync_state(ctl_addrs, frozenset({1, 2, 3}), 20))
+        asyncio.run(_create_topic(list(addrs.values())))
+        leader = asyncio.run(_controller_leader(ctl_addrs))
+        ctl_daemons[ctl_addrs.index(leader)].proc.kill()
+        rest = [a for a in ctl_addrs if a != leader]
+        asyncio.run(_wait_controller_leader(rest, 10))
+        assert daemons.pop("b1").stop() == 0
+        daemons["b1"], moved = _start(tmp_path, ns, "b1", ctl_addrs, keys)
+        assert moved != addrs["b1"]
+        asyncio.run(_wait_until_listed(ns, 0, moved, 15))
+        master, epoch, _ = asyncio.run(_wait_sync_state(rest, frozenset({1, 2, 3}), 15))
+        assert (master, epoch) == (1, 1)
+        asyncio.run(_send_until_ok(moved, 10))
+        asyncio.run(_send_numbered(moved, 20))
+        for tag in ("b2", "b3"):  # they replicate from the moved master again
+            asyncio.run(_wait_replica(tmp_path / tag, commit_log_bytes(tmp_path / "b1"), 15))
+        asyncio.run(_wait_sync_state(rest, frozenset({1, 2, 3}), 15))
+    except BaseException:
+        for name, d in daemons.items():
+            print(f"===== {name}\n{d.output()[-8000:]}")
+        raise
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for d in ctl_daemons:
+            d.stop()
+        assert namesrv.stop() == 0, namesrv.output()
+
+
+async def _wait_replica(store: Path, want: bytes, timeout_s: float) -> None:
+    """Until ``store``'s commit log is ``want`` (it may not exist yet)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                if commit_log_bytes(store) == want:
+                    return
+            await asyncio.sleep(0.1)
+
+
+async def _wait_controller_leader(controllers: list[str], timeout_s: float) -> str:
+    """Until one of ``controllers`` names a leader among them; its address."""
+    async with asyncio.timeout(timeout_s):
+        while (leader := await controller_leader(controllers)) not in controllers:
+            await asyncio.sleep(0.1)
+    assert leader is not None
+    return leader
