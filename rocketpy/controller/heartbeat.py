@@ -56,10 +56,9 @@ class BrokerHeartbeatManager:
     def __init__(self, clock: Clock, *, startup_grace_ms: int = 0) -> None:
         self._clock = clock
         self._table: dict[BrokerKey, HeartbeatRecord] = {}
-        self._started_ms = clock.monotonic_ms()
-        self._grace_ms = startup_grace_ms
-        # Until this monotonic time :meth:`is_warmed_up` is False (see :meth:`hold_off`).
-        self._hold_until_ms = 0
+        # Until this monotonic time :meth:`is_warmed_up` is False: the start-up grace, moved
+        # on by :meth:`hold_off`.
+        self._hold_until_ms = clock.monotonic_ms() + startup_grace_ms
         # The longest heartbeat timeout any broker has named (0 until one has).
         self._max_timeout_ms = 0
 
@@ -137,8 +136,7 @@ class BrokerHeartbeatManager:
     def is_warmed_up(self) -> bool:
         """Has the start-up grace period passed, and the hold-off of the last
         :meth:`hold_off`?"""
-        now = self._clock.monotonic_ms()
-        return now - self._started_ms >= self._grace_ms and now >= self._hold_until_ms
+        return self._clock.monotonic_ms() >= self._hold_until_ms
 
     def hold_off(self) -> None:
         """This node now leads: until every broker has had one heartbeat timeout (the longest
@@ -151,7 +149,8 @@ class BrokerHeartbeatManager:
         partition suite's controller-follower cut, scenario C-15). A master that really died
         meanwhile is found by the first inactive-master scan after the hold-off. A node no
         broker has reached yet holds nothing stale: only the start-up grace applies to it."""
-        self._hold_until_ms = self._clock.monotonic_ms() + self._max_timeout_ms
+        now = self._clock.monotonic_ms()
+        self._hold_until_ms = max(self._hold_until_ms, now + self._max_timeout_ms)
 
     # -- BrokerLiveness ------------------------------------------------------------------------
 

@@ -86,6 +86,11 @@ class Cut(StrEnum):
 
 #: Cuts after which the controllers must elect another master.
 FAILOVER_CUTS = frozenset({Cut.MINORITY_MASTER, Cut.MASTER_WITH_SLAVE})
+#: The longest gap between SEND_OKs while a cut holds, and the violation past it.
+GAP_LIMITS: dict[Cut, tuple[float, str]] = {
+    Cut.CONTROLLER_FOLLOWER_OFF: (BLOCKED_LIMIT_S, "blocked"),
+    Cut.SLOW_SLAVES: (SHRINK_LIMIT_S, "stall"),
+}
 #: Cuts after which nobody may be elected.
 STEADY_CUTS = frozenset({
     Cut.CLIENT_FROM_MASTER, Cut.SLAVE_OFF, Cut.CONTROLLER_LEADER_OFF,
@@ -248,14 +253,11 @@ class PartitionRun(ChaosRun):
             elif cut is Cut.SLOW_SLAVES:
                 shrink = await self._slow_slaves(master, began)
             await self._hold(1.0, 4.0)
-            if cut is Cut.CONTROLLER_FOLLOWER_OFF and self.outage(began) > BLOCKED_LIMIT_S:
-                self.report.violations.append(Violation(
-                    "blocked", f"{cut}: no SEND_OK for {self.outage(began):.2f}s"
-                ))  # fmt: skip
-            if cut is Cut.SLOW_SLAVES and self.outage(began) > SHRINK_LIMIT_S:
-                self.report.violations.append(Violation(
-                    "stall", f"{cut}: no SEND_OK for {self.outage(began):.2f}s while throttled"
-                ))  # fmt: skip
+            limit, kind = GAP_LIMITS.get(cut, (None, ""))
+            if limit is not None and (gap := self.outage(began)) > limit:
+                self.report.violations.append(
+                    Violation(kind, f"{cut}: no SEND_OK for {gap:.2f}s while the cut held")
+                )
             if cut in STEADY_CUTS:
                 now_master, now_epoch, _ = await self._state()
                 if now_epoch != epoch:

@@ -240,8 +240,12 @@ async def _wait_sync_state(
 
 
 async def _wait_commit_log(store: Path, want: bytes, timeout_s: float) -> None:
+    """Until ``store``'s commit log is ``want`` (a replica that received nothing yet has none)."""
     async with asyncio.timeout(timeout_s):
-        while commit_log_bytes(store) != want:
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                if commit_log_bytes(store) == want:
+                    return
             await asyncio.sleep(0.1)
 
 
@@ -403,7 +407,7 @@ def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_pa
         asyncio.run(_send_until_ok(moved, 10))
         asyncio.run(_send_numbered(moved, 20))
         for tag in ("b2", "b3"):  # they replicate from the moved master again
-            asyncio.run(_wait_replica(tmp_path / tag, commit_log_bytes(tmp_path / "b1"), 15))
+            asyncio.run(_wait_commit_log(tmp_path / tag, commit_log_bytes(tmp_path / "b1"), 15))
         asyncio.run(_wait_sync_state(rest, frozenset({1, 2, 3}), 15))
     except BaseException:
         for name, d in daemons.items():
@@ -415,16 +419,6 @@ def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_pa
         for d in ctl_daemons:
             d.stop()
         assert namesrv.stop() == 0, namesrv.output()
-
-
-async def _wait_replica(store: Path, want: bytes, timeout_s: float) -> None:
-    """Until ``store``'s commit log is ``want`` (it may not exist yet)."""
-    async with asyncio.timeout(timeout_s):
-        while True:
-            with contextlib.suppress(FileNotFoundError):
-                if commit_log_bytes(store) == want:
-                    return
-            await asyncio.sleep(0.1)
 
 
 async def _wait_controller_leader(controllers: list[str], timeout_s: float) -> str:

@@ -19,7 +19,7 @@ import structlog
 
 from rocketpy.common.ack_waiters import AckWaiters
 from rocketpy.common.clock import Clock
-from rocketpy.store.config import FlushDiskType, MessageStoreConfig
+from rocketpy.store.config import MessageStoreConfig
 from rocketpy.store.mapped_file import PAGE_SIZE
 
 log = structlog.get_logger(__name__)
@@ -39,6 +39,11 @@ class FlushedLog(Protocol):
     @property
     def last_store_timestamp(self) -> int:
         """Store time of the newest appended record."""
+        ...
+
+    @property
+    def sync_flush(self) -> bool:
+        """Whether ``flushDiskType`` is SYNC_FLUSH."""
         ...
 
     def replicated_timestamp(self) -> tuple[int, int]:
@@ -90,11 +95,6 @@ class CommitLogFlusher:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def sync(self) -> bool:
-        """Whether ``flushDiskType`` is SYNC_FLUSH."""
-        return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-
     def start(self, flushed_offset: int) -> None:
         """Start the task; everything below ``flushed_offset`` is durable."""
         self.flushed_offset = flushed_offset
@@ -139,7 +139,7 @@ class CommitLogFlusher:
         self.flushed_offset = max(self.flushed_offset, flushed, target)
         self.flushed_store_timestamp = max(self.flushed_store_timestamp, store_timestamp)
         self._waiters.release(self.flushed_offset)
-        if self.sync:
+        if self._log.sync_flush:
             self._on_flushed()
 
     async def _loop(self) -> None:
@@ -148,7 +148,7 @@ class CommitLogFlusher:
         thorough = self.config.flush_commit_log_thorough_interval
         last_thorough = self._clock.monotonic_ms()
         while not self._stop.is_set():
-            if self.sync:
+            if self._log.sync_flush:
                 await self._wake.wait()
                 # Group commit: let the producers the last flush released append again (each
                 # needs a few loop turns), so one fdatasync covers all of them, not half.
@@ -164,7 +164,7 @@ class CommitLogFlusher:
             self.checks += 1
             now = self._clock.monotonic_ms()
             dirty = self._log.max_offset - self.flushed_offset
-            if self.sync or dirty >= least or now - last_thorough >= thorough:
+            if self._log.sync_flush or dirty >= least or now - last_thorough >= thorough:
                 if now - last_thorough >= thorough:
                     last_thorough = now
                 try:
