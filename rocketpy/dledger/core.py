@@ -144,6 +144,25 @@ class RaftCore(Replication):
         self._parse_result = ParseResult.WAIT_TO_VOTE_NEXT
         self._maintain_as_candidate()
 
+    def leaderless_quorum(self) -> bool:
+        """Whether this candidate's latest vote round in its current term heard from a quorum
+        (itself included) and none of them follows a live leader (:meth:`_live_leader`).
+
+        The driver's fast failover campaigns in the next term only on this evidence: a
+        member cut off alone never has it, so it stays in its term and, once healed, follows
+        the leader's next heartbeat instead of moving everyone to a new term (what PreVote
+        does in etcd-io/raft, here without a new message). A follower that never voted in
+        the term accepts the probe instead of naming its leader; a candidate that reaches
+        only such a follower may still campaign, as before.
+        """
+        tally = self._last_tally
+        return (
+            self.role is Role.CANDIDATE
+            and tally is not None
+            and tally.term == self.term
+            and tally.leaderless_quorum()
+        )
+
     def transfer_leadership(self, target: str) -> None:
         """Hand leadership to ``target`` once it has caught up (``handleLeadershipTransfer``).
 
@@ -290,7 +309,7 @@ class RaftCore(Replication):
 
     def _start_round(self) -> None:
         self._vote_round += 1
-        self._tally = VoteTally(term=self.term, members=len(self.members))
+        self._tally = self._last_tally = VoteTally(term=self.term, members=len(self.members))
         self._vote_wait_left = self.config.vote_wait_ticks + self._rng.randrange(
             self.config.max_vote_interval_ticks
         )

@@ -56,6 +56,7 @@ class CoreBase:
         self._vote_timer = 0  # ticks until the next round; DLedger votes at once on start
         self._vote_round = 0
         self._tally: VoteTally | None = None
+        self._last_tally: VoteTally | None = None  # the latest round's, kept after it ends
         self._vote_wait_left = 0
         self._take_leadership_term = Term(-1)
         # leader
@@ -81,6 +82,7 @@ class CoreBase:
     def _reset_role(self) -> None:
         self.leader_id = None
         self._tally = None
+        self._last_tally = None
         self.progress = {}
         self._transferee = None
         self._broadcast_pending = False
@@ -135,13 +137,24 @@ class CoreBase:
         spread = cfg.max_vote_interval_ticks - cfg.min_vote_interval_ticks
         return cfg.min_vote_interval_ticks + self._rng.randrange(spread)
 
+    def _live_leader(self) -> str | None:
+        """The leader this member follows, if it heard from it lately: a follower silent for
+        more than ``max_heartbeat_leak - 1`` intervals answers votes as one without a leader
+        (ALREADY_VOTED, not ALREADY_HAS_LEADER), so the first survivor of a dead leader need
+        not wait for the others' own timeouts (see ``RaftCore.leaderless_quorum``)."""
+        cfg = self.config
+        stale = (cfg.max_heartbeat_leak - 1) * cfg.heartbeat_interval_ticks
+        if self.role is Role.FOLLOWER and self._leader_silent_ticks > stale:
+            return None
+        return self.leader_id
+
     def _voter_state(self) -> VoterState:
         return VoterState(
             self_id=self.id,
             members=self._member_set,
             term=self.term,
             voted_for=self.vote,
-            leader_id=self.leader_id,
+            leader_id=self._live_leader(),
             ledger_end_term=self.log.last_term(),
             ledger_end_index=self.log.last_index(),
             taking_leadership=self._take_leadership_term == self.term,

@@ -152,6 +152,12 @@ class VoteTally:
         elif result is VoteResult.REJECT_TERM_NOT_READY:
             self.not_ready_term_num += 1
 
+    def leaderless_quorum(self) -> bool:
+        """Did a quorum answer (this candidate's own answer included) with none of them
+        following a live leader? The evidence a candidate needs before it campaigns in the
+        next term without waiting (:meth:`rocketpy.dledger.core.RaftCore.leaderless_quorum`)."""
+        return self.is_quorum(self.valid_num) and not self.already_has_leader
+
     def is_decided(self) -> bool:
         """May the candidate stop waiting (the ``voteLatch`` count-down conditions)?"""
         return (

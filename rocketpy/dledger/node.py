@@ -348,6 +348,8 @@ class RaftNode:
         if self._core is None or self._stopped:
             return
         self._core.step(message)
+        if self._campaign is not None and self._campaign[1] <= 0:
+            self._maybe_campaign(self._core)  # a vote response may be the awaited evidence
         self._kick.set()
 
     async def _tick(self) -> None:
@@ -371,13 +373,21 @@ class RaftNode:
         if self._campaign is None:
             return
         term, left = self._campaign
-        if core.role is not Role.CANDIDATE or core.term != term:
+        self._campaign = (term, left - 1)
+        if left <= 1:
+            self._maybe_campaign(core)
+
+    def _maybe_campaign(self, core: RaftCore) -> None:
+        """Campaign in the next term once this candidate's own rounds in its term show a
+        quorum without a leader (``RaftCore.leaderless_quorum``); until then the due campaign
+        waits, re-checked at each tick and vote response."""
+        if self._campaign is None:
+            return
+        if core.role is not Role.CANDIDATE or core.term != self._campaign[0]:
             self._campaign = None  # a leader appeared or the term moved on: not needed
-        elif left <= 1:
+        elif core.leaderless_quorum():
             self._campaign = None
             core.campaign()
-        else:
-            self._campaign = (term, left - 1)
 
     async def _drive(self) -> None:
         """Handle every Ready in order; take a snapshot when enough entries were applied."""
@@ -496,7 +506,9 @@ class RaftNode:
         staggered by their rank among the members other than the lost leader (half a beat per
         rank, plus one tick of jitter): the first one's vote request moves the others to its
         term before their own turn, so the vote is not split and failover takes about one
-        election timeout.
+        election timeout. A survivor campaigns only once its round in the current term heard
+        from a quorum with no live leader among them (:meth:`_maybe_campaign`): a member cut
+        off alone keeps its term and does not unseat a healthy leader when it is healed.
         """
         ranked = [m for m in sorted(self.config.peers) if m != lost_leader]
         rank = ranked.index(self.self_id) if self.self_id in ranked else 0

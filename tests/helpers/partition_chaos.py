@@ -84,6 +84,9 @@ class Cut(StrEnum):
     SLOW_SLAVES = "slow-slaves"
 
 
+#: How long after a cut-off controller follower is healed its leader must still lead: a
+#: campaign of the healed one would move the others to its term within a vote interval.
+REJOIN_SETTLE_S = 2.0
 #: Cuts after which the controllers must elect another master.
 FAILOVER_CUTS = frozenset({Cut.MINORITY_MASTER, Cut.MASTER_WITH_SLAVE})
 #: The longest gap between SEND_OKs while a cut holds, and the violation past it.
@@ -151,6 +154,17 @@ class PartitionRun(ChaosRun):
                 async with asyncio.timeout(0.2):
                     await stop.wait()
         return answers
+
+    async def _check_leader_kept(self, leader: int) -> None:
+        """A healed controller that was cut off alone must follow the leader it left, not
+        unseat it: after a vote round's worth of time the leader is still controller
+        ``leader`` (else a ``churn`` violation)."""
+        await asyncio.sleep(REJOIN_SETTLE_S)
+        now = await self._leader()
+        if now != leader:
+            self.report.violations.append(
+                Violation("churn", f"healed follower: controller leader n{leader} -> n{now}")
+            )
 
     async def _wait_new_leader(self, old: int, limit_s: float) -> None:
         """Until the majority names a leader other than controller ``old`` (or ``limit_s``)."""
@@ -274,6 +288,8 @@ class PartitionRun(ChaosRun):
             self.lab.heal()
             self._minority = set()
         await self.wait_recovered()
+        if cut is Cut.CONTROLLER_FOLLOWER_OFF:
+            await self._check_leader_kept(leader)
         note = f"cut-off controller answered {answers[0]} times" if answers else ""
         if shrink is not None:
             note = f"SyncStateSet shrank to the master in {shrink:.1f}s"

@@ -23,7 +23,7 @@ from rocketpy.dledger.messages import (
     VoteResult,
 )
 from rocketpy.dledger.storage import MemoryStorage
-from tests.helpers.raft_net import FAST, persist, solo
+from tests.helpers.raft_net import FAST, Solo, persist, solo
 from tests.helpers.raft_steps import (
     append,
     beat,
@@ -500,3 +500,78 @@ def test_raft_stale_round_responses_are_ignored() -> None:
         )
     )
     assert s.core.role is Role.CANDIDATE
+
+
+# -- fast failover only on a leaderless quorum (node.py's campaign in the next term) -----------
+
+
+def test_raft_follower_names_its_leader_only_while_it_hears_from_it() -> None:
+    """1. follower of n1 in term 1 that voted for n1; 2. n2 asks for its vote in term 1.
+    Expected: ALREADY_HAS_LEADER. 3. No heartbeat for (leak - 1) intervals and a tick (still a
+    follower); 4. n2 asks again. Expected: ALREADY_VOTED: a leader that silent may be dead, and
+    the candidate need not wait for this member's own timeout."""
+    s = follower_of("n1", 1)
+    s.core.vote = "n1"
+    out = of_type(s.step(vote_req("n2", "n0", 1)), VoteResponse)
+    assert out[0].result is VoteResult.REJECT_ALREADY_HAS_LEADER
+    s.ticks((FAST.max_heartbeat_leak - 1) * FAST.heartbeat_interval_ticks + 1)
+    assert s.core.role is Role.FOLLOWER
+    out = of_type(s.step(vote_req("n2", "n0", 1, rnd=2)), VoteResponse)
+    assert out[0].result is VoteResult.REJECT_ALREADY_VOTED
+
+
+def _lost_leader() -> tuple[Solo, VoteRequest]:
+    """A follower of n1 (term 1, voted n1) whose leader fell silent: candidate, and its first
+    round in term 1 sent."""
+    s = follower_of("n1", 1)
+    s.core.vote = "n1"
+    s.ticks(FAST.max_heartbeat_leak * FAST.heartbeat_interval_ticks + 1)
+    request = of_type(s.ticks(1), VoteRequest)[-1]
+    assert (s.core.role, s.core.term) == (Role.CANDIDATE, 1)
+    return s, request
+
+
+def _answer(s: Solo, request: VoteRequest, voter: str, result: VoteResult) -> None:
+    s.step(
+        VoteResponse(
+            from_id=voter,
+            to_id="n0",
+            term=request.term,
+            request_term=request.term,
+            vote_round=request.vote_round,
+            result=result,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "leaderless"),
+    [
+        (None, False),  # cut off alone: nobody answers
+        (VoteResult.REJECT_ALREADY_HAS_LEADER, False),  # the leader lives for n2
+        (VoteResult.REJECT_ALREADY_VOTED, True),  # n2 lost it too
+        (VoteResult.ACCEPT, True),  # n2 never voted in term 1
+    ],
+)
+def test_raft_candidate_sees_a_leaderless_quorum_only_from_its_answers(
+    answer: VoteResult | None, leaderless: bool
+) -> None:
+    """1. a follower loses its leader n1 and asks n1 and n2 in term 1; 2. n2 answers ``answer``
+    (n1, the lost leader, never does). Expected: ``leaderless_quorum`` only when n2's answer
+    completes a quorum that names no leader."""
+    s, request = _lost_leader()
+    assert not s.core.leaderless_quorum()  # its own answer alone is no quorum
+    if answer is not None:
+        _answer(s, request, "n2", answer)
+    assert s.core.leaderless_quorum() is leaderless
+
+
+def test_raft_member_cut_off_alone_keeps_its_term() -> None:
+    """1. a follower loses its leader n1 and nobody answers for 100 intervals. Expected: it
+    stays a candidate of term 1 (no evidence, no campaign in a later term); 2. n1's heartbeat
+    of term 1 arrives (healed). Expected: n1's follower again, term 1."""
+    s, _request = _lost_leader()
+    s.ticks(100 * FAST.heartbeat_interval_ticks)
+    assert (s.core.role, s.core.term, s.core.leaderless_quorum()) == (Role.CANDIDATE, 1, False)
+    s.step(beat("n1", "n0", 1, rnd=5))
+    assert (s.core.role, s.core.term, s.core.leader_id) == (Role.FOLLOWER, 1, "n1")
