@@ -44,11 +44,12 @@ def test_dledger_partition_named_scenarios(tmp_path: Path, lab: NetLab) -> None:
     2. In turn, healing after each and waiting for the recovery: (a) cut the leader from both
     followers (it keeps the NameServer and the client); (b) cut one follower from everybody;
     (c) cut the client from the leader only; (d) split {leader, one follower, client} from
-    {the other follower, NameServer}.
+    {the other follower, NameServer}; (e) throttle what the leader sends one follower (F-08).
     Expected: (a) no send begun during the cut is acknowledged by the old leader, which steps
     down within 10 s, the other two elect a leader that acknowledges within 20 s, and after the
-    heal the old leader follows it; (b)-(d) every member the client reaches names the old leader
-    all through the cut, and in (b) and (d) SEND_OKs keep coming; after each round the committed
+    heal the old leader follows it; (b)-(e) every member the client reaches names the old leader
+    all through the cut, and in (b), (d) and (e) SEND_OKs keep coming (the other follower
+    makes the quorum); after each round the committed
     data and index files are byte-identical on the three (the old leader's uncommitted tail
     truncated); at the end every SEND_OK is read back at its queue offset, queues in order, no
     offset names two messages."""

@@ -19,7 +19,8 @@ The history checker judges the whole run. Checks specific to partitions, while t
   truncated: the byte-identity check compares it up to the committed end);
 * ``flap``: a cut that leaves the leader with a follower (and so a Raft majority) must elect
   nobody: every member the client can still reach on the leader's side names the same leader
-  all through the cut;
+  all through the cut (a throttled follower aside: it may stand as a candidate), and the
+  leader's term at the end of the cut is its term before it;
 * ``stall``: where the client still reaches that leader, SEND_OKs keep coming (no gap longer than
   :data:`STALL_LIMIT_S`).
 
@@ -85,23 +86,39 @@ class Cut(StrEnum):
     CLIENT_FROM_LEADER = "cut-client-from-leader"
     # (d) {leader, one follower, client} | {the other follower, NameServer}.
     SPLIT = "split-leader+follower+client|follower+ns"
+    # (e) F-08 for a DLedger group: what the leader sends one follower is throttled
+    # (netlab.THROTTLE_RATE, the same connection carries its pushes and heartbeats).
+    SLOW_FOLLOWER = "slow-follower"
     # Random rounds: a seeded side of {client, NameServer, n0, n1, n2} against the rest.
     RANDOM = "random-split"
 
 
-#: The named scenarios (a)-(d), in order.
-NAMED_CUTS = (Cut.LEADER_OFF, Cut.FOLLOWER_OFF, Cut.CLIENT_FROM_LEADER, Cut.SPLIT)
+#: The named scenarios (a)-(e), in order.
+NAMED_CUTS = (
+    Cut.LEADER_OFF,
+    Cut.FOLLOWER_OFF,
+    Cut.CLIENT_FROM_LEADER,
+    Cut.SPLIT,
+    Cut.SLOW_FOLLOWER,
+)
 
 
 #: Cuts that leave the leader a Raft majority: nobody may be elected while they hold.
-STEADY_CUTS = frozenset({Cut.FOLLOWER_OFF, Cut.CLIENT_FROM_LEADER, Cut.SPLIT})
+STEADY_CUTS = frozenset({Cut.FOLLOWER_OFF, Cut.CLIENT_FROM_LEADER, Cut.SPLIT, Cut.SLOW_FOLLOWER})
 #: Steady cuts where the client still reaches the leader: sends keep succeeding.
-SERVING_CUTS = frozenset({Cut.FOLLOWER_OFF, Cut.SPLIT})
+SERVING_CUTS = frozenset({Cut.FOLLOWER_OFF, Cut.SPLIT, Cut.SLOW_FOLLOWER})
 
 
 async def metadata_leader(client: RemotingClient, addr: str, node: str) -> str | None:
     """The leader member ``node`` (peer port ``addr``) names in its METADATA answer; "" when it
     names none; None when it does not answer within a second."""
+    meta = await metadata(client, addr, node)
+    return None if meta is None else meta.leader_id or ""
+
+
+async def metadata(client: RemotingClient, addr: str, node: str) -> MetadataResponse | None:
+    """Member ``node``'s METADATA answer (peer port ``addr``); None when it does not answer
+    within a second."""
     req = RemotingCommand.request(
         DLedgerRequestCode.METADATA, None, encode_body(MetadataRequest(group=GROUP, remote_id=node))
     )
@@ -112,10 +129,9 @@ async def metadata_leader(client: RemotingClient, addr: str, node: str) -> str |
     if reply.code != _DLEDGER_OK or not reply.body:
         return None
     try:
-        meta = decode_body(reply.body, MetadataResponse)
+        return decode_body(reply.body, MetadataResponse)
     except CodecError:
         return None
-    return meta.leader_id or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +193,12 @@ class DLedgerPartitionRun(DLedgerChaosRun):
         if cut is Cut.CLIENT_FROM_LEADER:
             self.lab.cut(CLIENT, leader)
             return _Plan((CLIENT, leader), minority=False, watched=others)
+        if cut is Cut.SLOW_FOLLOWER:
+            # The slow follower itself is not watched: its heartbeats queue behind the pushes
+            # on the one connection (as upstream's), so it may stand as a candidate; it must
+            # not unseat the leader (the leader's term is checked after the cut).
+            self.lab.throttle(leader, follower)
+            return _Plan((follower,), minority=False, watched=[leader, *kept])
         if cut is Cut.SPLIT:
             self.lab.partition([leader, *kept, CLIENT], [follower, "ns"])
             return _Plan((follower, "ns"), minority=False, watched=[leader, *kept])
@@ -196,6 +218,7 @@ class DLedgerPartitionRun(DLedgerChaosRun):
         leader = await self._settled()
         old = self.g.addrs[leader]
         truncated = self.g.daemons[leader].output().count("dledger truncated")
+        term = await self._term(leader)
         began = time.monotonic()
         plan = self._cut(cut, leader)
         failover: float | None = None
@@ -204,6 +227,7 @@ class DLedgerPartitionRun(DLedgerChaosRun):
                 failover = await self._minority_leader(cut, leader, plan, began)
             else:
                 await self._steady(cut, leader, plan.watched, began)
+                await self._same_term(cut, leader, term)
         finally:
             healed = time.monotonic()
             self.lab.heal()
@@ -233,6 +257,20 @@ class DLedgerPartitionRun(DLedgerChaosRun):
             Violation("settle", f"{FAILOVER_LIMIT_S}s after {leader} was listed: {named}")
         )
         return leader
+
+    async def _term(self, node: str) -> int | None:
+        """The term member ``node`` answers METADATA with (None: no answer)."""
+        meta = await metadata(self._probe, self._peer(node), node)
+        return None if meta is None else meta.term
+
+    async def _same_term(self, cut: Cut, leader: str, term: int | None) -> None:
+        """A steady cut's leader still leads in the term it had before the cut (``flap``
+        otherwise: an election happened, however quickly the same member won it)."""
+        now = await self._term(leader)
+        if term is not None and now is not None and now != term:
+            self.report.violations.append(
+                Violation("flap", f"{cut}: leader {leader}'s term went {term} -> {now}")
+            )
 
     async def _minority_leader(
         self, cut: Cut, leader: str, plan: _Plan, began: float
