@@ -165,9 +165,8 @@ class IndexFile:
         slot_count = header.hash_slot_count
         added = 0
         phy_offset = store_timestamp = 0
-        for key_hash, phy_offset, store_timestamp in entries:
-            if index_no >= index_num:
-                break
+        # Only what fits: the header's end fields take the last entry *written*.
+        for key_hash, phy_offset, store_timestamp in entries[: index_num - index_no]:
             slot_pos = r.INDEX_HEADER_SIZE + (key_hash % slots) * r.HASH_SLOT_SIZE
             slot_value = _SLOT_UNPACK(mapped, slot_pos)[0]
             if slot_value <= r.INVALID_INDEX or slot_value > index_no:

@@ -40,6 +40,28 @@ def test_index_file_collisions_in_two_slots(tmp_path: Path) -> None:
     f.close()
 
 
+def test_index_file_put_hashes_past_the_end_keeps_the_last_written_in_the_header(
+    tmp_path: Path,
+) -> None:
+    """1. A file with room for 4 entries (entry 0 is never used: 3 keys). 2. put_hashes with 5
+    keys at offsets 100..500, a second apart. Expected: 3 added; the header's end offset and
+    end time are the third key's (a batch crossing a file's end once left those of the first
+    key *not* written there: a restart would take that record as indexed); reopened alike."""
+    f = IndexFile.create(tmp_path / "f", 8, 4)
+    entries = [(index_key_hash(f"T#k{i}"), 100 * (i + 1), T0 + 1000 * i) for i in range(5)]
+    assert f.put_hashes(entries) == 3
+    assert (f.header.index_count, f.header.end_phy_offset, f.header.end_timestamp) == (
+        4,
+        300,
+        T0 + 2000,
+    )
+    f.close()
+    again = IndexFile.open(tmp_path / "f", 8, 4)
+    assert (again.header.end_phy_offset, again.header.end_timestamp) == (300, T0 + 2000)
+    assert _query(again, "T#k2") == [300]
+    again.close()
+
+
 def test_index_file_same_hash_keys_both_match(tmp_path: Path) -> None:
     """Keys with the same Java hash (suffixes "Aa"/"BB") both match: only the hash is stored,
     as upstream; QUERY_MESSAGE filters by the real keys."""

@@ -367,8 +367,9 @@ async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
 ) -> None:
     """1. Dispatch the same batches into two services (4 entries per file, so batches cross
     file ends): record by record (the hint's requests), and each hint in a run, one run with a
-    single record before it; the last batch starts below the indexed offset (re-dispatch); the
-    first hint without the UNIQ_KEYs (read from the properties), the others with them.
+    single record before it; the third batch starts below the indexed offset (re-dispatch); the
+    first hint without the UNIQ_KEYs (read from the properties), the others with them; the last
+    one all new with UNIQ_KEYs and no KEYS (the usual batch).
     Expected: the same index files, byte for byte, and the same query answers."""
     one, run = _service(tmp_path / "one", executor), _service(tmp_path / "run", executor)
     single = DispatchRequest("T", 1, 500, 100, 0, T0, 0, "UNIQ_KEY\x01S\x02", 0, 0)
@@ -376,6 +377,7 @@ async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
         _batch_hint(1000, 3, "k0", uniqs=False),
         _batch_hint(1300, 2, "a b"),
         _batch_hint(1350, 3, ""),
+        _batch_hint(1700, 3, ""),  # the usual batch: all new, UNIQ_KEYs only
     ]
     async with asyncio.timeout(10):
         for svc in (one, run):
@@ -396,6 +398,7 @@ async def test_index_service_batch_hint_writes_the_bytes_of_its_records(
         assert run.query_offsets("T", "U1350", 50, 0, FAR).phy_offsets == ()
         assert run.query_offsets("T", "U1450", 50, 0, FAR).phy_offsets == (1450,)
         assert run.query_offsets("T", "U1300", 50, 0, FAR).phy_offsets == (1300,)
+        assert run.query_offsets("T", "U1800", 50, 0, FAR).phy_offsets == (1800,)
         for svc in (one, run):
             await svc.stop()
     _assert_same_files(tmp_path / "one", tmp_path / "run")
