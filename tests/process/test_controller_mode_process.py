@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,29 @@ from tests.helpers.processes import Daemon, start_broker, start_controllers, sta
 pytestmark = pytest.mark.process
 
 CONTROLLER_KEYS = "enableElectUncleanMaster=true\n"
+
+
+@contextlib.contextmanager
+def _torn_down(
+    namesrv: Daemon, controllers: list[Daemon], brokers: dict[str, Daemon]
+) -> Iterator[None]:
+    """Around a test's body: on failure print the end of each broker's output; either way stop
+    the brokers (those in ``brokers`` at the end), the controllers and the NameServer, which
+    must exit 0."""
+    try:
+        yield
+    except BaseException:
+        for name, d in brokers.items():
+            print(f"===== {name}\n{d.output()[-8000:]}")
+        raise
+    finally:
+        for d in brokers.values():
+            d.stop()
+        for d in controllers:
+            d.stop()
+        assert namesrv.stop() == 0, namesrv.output()
+
+
 TOPIC = "CtlModeTopic"
 
 
@@ -134,7 +158,7 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, CONTROLLER_KEYS)
-    try:
+    with _torn_down(namesrv, ctl_daemons, daemons):
         addrs = {}
         for tag in ("b1", "b2", "b3"):
             daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs)
@@ -165,16 +189,6 @@ def test_controller_mode_failover_and_rejoin(tmp_path: Path) -> None:
         assert _identity(tmp_path / "b1") == "DefaultCluster#broker-a#1"
         assert not (tmp_path / "b1" / "brokerIdentity-temp").exists()
         assert asyncio.run(_send(b1_again)) != ResponseCode.SUCCESS
-    except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.output()[-6000:]}")
-        raise
-    finally:
-        for d in daemons.values():
-            d.stop()
-        for d in ctl_daemons:
-            d.stop()
-        assert namesrv.stop() == 0, namesrv.output()
 
 
 async def _never_steals_id_0(ns: str, master: str, back: str, timeout_s: float) -> None:
@@ -199,7 +213,7 @@ def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, CONTROLLER_KEYS)
-    try:
+    with _torn_down(namesrv, ctl_daemons, daemons):
         daemons["b1"], b1 = _start(tmp_path, ns, "b1", ctl_addrs)
         daemons["b2"], b2 = _start(tmp_path, ns, "b2", ctl_addrs)
         asyncio.run(_wait_addrs(ns, {0: b1, 2: b2}, 15))
@@ -212,16 +226,6 @@ def test_controller_mode_paused_master_is_replaced_and_demoted(tmp_path: Path) -
         asyncio.run(_never_steals_id_0(ns, b2, b1, 10))
         assert asyncio.run(_send(b1)) != ResponseCode.SUCCESS
         asyncio.run(_send_until_ok(b2, 5))
-    except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.output()[-6000:]}")
-        raise
-    finally:
-        for d in daemons.values():
-            d.stop()
-        for d in ctl_daemons:
-            d.stop()
-        assert namesrv.stop() == 0, namesrv.output()
 
 
 QUEUES = 4
@@ -321,7 +325,7 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
-    try:
+    with _torn_down(namesrv, ctl_daemons, daemons):
         addrs = {}
         for tag in ("b1", "b2", "b3"):
             daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs, SAFE_BROKER_KEYS)
@@ -357,16 +361,6 @@ def test_controller_mode_autoswitch_failover_keeps_acknowledged(tmp_path: Path) 
         master_log = commit_log_bytes(tmp_path / f"b{master}")
         asyncio.run(_wait_commit_log(tmp_path / "b1", master_log, 10))
         assert asyncio.run(_epochs(b1_again)) == asyncio.run(_epochs(new_master)) == [1, 2]
-    except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.output()[-8000:]}")
-        raise
-    finally:
-        for d in daemons.values():
-            d.stop()
-        for d in ctl_daemons:
-            d.stop()
-        assert namesrv.stop() == 0, namesrv.output()
 
 
 def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_path: Path) -> None:
@@ -388,7 +382,7 @@ def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_pa
     namesrv, ns = start_namesrv(tmp_path)
     daemons: dict[str, Daemon] = {}
     ctl_daemons, ctl_addrs, _ = start_controllers(tmp_path, 3, SAFE_CONTROLLER_KEYS)
-    try:
+    with _torn_down(namesrv, ctl_daemons, daemons):
         addrs = {}
         for tag in ("b1", "b2", "b3"):
             daemons[tag], addrs[tag] = _start(tmp_path, ns, tag, ctl_addrs, keys)
@@ -409,16 +403,6 @@ def test_controller_mode_slaves_follow_a_master_restarted_on_another_port(tmp_pa
         for tag in ("b2", "b3"):  # they replicate from the moved master again
             asyncio.run(_wait_commit_log(tmp_path / tag, commit_log_bytes(tmp_path / "b1"), 15))
         asyncio.run(_wait_sync_state(rest, frozenset({1, 2, 3}), 15))
-    except BaseException:
-        for name, d in daemons.items():
-            print(f"===== {name}\n{d.output()[-8000:]}")
-        raise
-    finally:
-        for d in daemons.values():
-            d.stop()
-        for d in ctl_daemons:
-            d.stop()
-        assert namesrv.stop() == 0, namesrv.output()
 
 
 async def _wait_controller_leader(controllers: list[str], timeout_s: float) -> str:
